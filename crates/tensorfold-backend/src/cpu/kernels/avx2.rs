@@ -1,0 +1,337 @@
+//! AVX2+FMA+F16C kernels: 8-lane vectors, two accumulators per output in a fixed pattern and one fixed
+//! horizontal sum, so an output's bits depend only on its weight row and its x row, never on the tile.
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+use tensorfold_core::DenseDType;
+
+/// Rows of x processed against one loaded weight row.
+pub(super) const TILE: usize = 4;
+
+const F32: u8 = 0;
+const F16: u8 = 1;
+const BF16: u8 = 2;
+
+fn dt_code(d: DenseDType) -> u8 {
+    match d {
+        DenseDType::F32 => F32,
+        DenseDType::F16 => F16,
+        DenseDType::BF16 => BF16,
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load8<const DT: u8>(p: *const u8) -> __m256 {
+    match DT {
+        F32 => _mm256_loadu_ps(p.cast()),
+        F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
+        _ => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast())))),
+    }
+}
+
+/// One element, converted exactly as `load8` does.
+#[inline]
+unsafe fn load1<const DT: u8>(p: *const u8) -> f32 {
+    match DT {
+        F32 => f32::from_bits(u32::from_le(p.cast::<u32>().read_unaligned())),
+        F16 => half::f16::from_bits(u16::from_le(p.cast::<u16>().read_unaligned())).to_f32(),
+        _ => f32::from_bits((u16::from_le(p.cast::<u16>().read_unaligned()) as u32) << 16),
+    }
+}
+
+/// Fixed horizontal sum: (lo128 + hi128), then lanes (0+2, 1+3), then (0 + 1).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// For each of N x rows (stride `cols`): columns [c, c+8) of every 16-column step go to acc0, [c+8, c+16) to
+/// acc1; a final partial step reads zero-padded copies; the result is hsum(acc0 + acc1).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dense_dots<const DT: u8, const N: usize>(w: *const u8, xs: *const f32, cols: usize) -> [f32; N] {
+    let sz = if DT == F32 { 4 } else { 2 };
+    let mut a0 = [_mm256_setzero_ps(); N];
+    let mut a1 = [_mm256_setzero_ps(); N];
+    let full = cols - cols % 16;
+    let mut c = 0;
+    while c < full {
+        let w0 = load8::<DT>(w.add(c * sz));
+        let w1 = load8::<DT>(w.add((c + 8) * sz));
+        for j in 0..N {
+            let x = xs.add(j * cols + c);
+            a0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), a0[j]);
+            a1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x.add(8)), a1[j]);
+        }
+        c += 16;
+    }
+    if c < cols {
+        let rem = cols - c;
+        let mut wb = [0f32; 16];
+        for (i, v) in wb[..rem].iter_mut().enumerate() {
+            *v = load1::<DT>(w.add((c + i) * sz));
+        }
+        let w0 = _mm256_loadu_ps(wb.as_ptr());
+        let w1 = _mm256_loadu_ps(wb.as_ptr().add(8));
+        for j in 0..N {
+            let mut xb = [0f32; 16];
+            std::ptr::copy_nonoverlapping(xs.add(j * cols + c), xb.as_mut_ptr(), rem);
+            a0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xb.as_ptr()), a0[j]);
+            a1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb.as_ptr().add(8)), a1[j]);
+        }
+    }
+    let mut out = [0f32; N];
+    for j in 0..N {
+        out[j] = hsum(_mm256_add_ps(a0[j], a1[j]));
+    }
+    out
+}
+
+/// Σ a[i]·b[i] in the dense order above. Caller: avx2, fma and f16c are available.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "dot: lengths differ");
+    dense_dots::<F32, 1>(a.as_ptr().cast(), b.as_ptr(), a.len())[0]
+}
+
+/// y[i] = fma(alpha, x[i], y[i]). Caller: avx2 and fma are available.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
+    assert_eq!(x.len(), y.len(), "axpy: lengths differ");
+    let n = x.len();
+    let a = _mm256_set1_ps(alpha);
+    let mut i = 0;
+    while i + 8 <= n {
+        let p = y.as_mut_ptr().add(i);
+        _mm256_storeu_ps(p, _mm256_fmadd_ps(a, _mm256_loadu_ps(x.as_ptr().add(i)), _mm256_loadu_ps(p)));
+        i += 8;
+    }
+    for k in i..n {
+        y[k] = alpha.mul_add(x[k], y[k]);
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn convert_dt<const DT: u8>(p: *const u8, out: &mut [f32]) {
+    let sz = if DT == F32 { 4 } else { 2 };
+    let n = out.len();
+    let mut i = 0;
+    while i + 8 <= n {
+        _mm256_storeu_ps(out.as_mut_ptr().add(i), load8::<DT>(p.add(i * sz)));
+        i += 8;
+    }
+    for k in i..n {
+        out[k] = load1::<DT>(p.add(k * sz));
+    }
+}
+
+/// Exact conversion of `out.len()` elements. Caller: avx2, fma and f16c are available.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn convert(dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
+    assert!(bytes.len() >= out.len() * dtype.size(), "convert: short input");
+    match dt_code(dtype) {
+        F32 => convert_dt::<F32>(bytes.as_ptr(), out),
+        F16 => convert_dt::<F16>(bytes.as_ptr(), out),
+        _ => convert_dt::<BF16>(bytes.as_ptr(), out),
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dense_tile_dt<const DT: u8>(w: *const u8, xs: &[f32], cols: usize, out: &mut [f32]) {
+    if out.len() == TILE {
+        out.copy_from_slice(&dense_dots::<DT, TILE>(w, xs.as_ptr(), cols));
+    } else {
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = dense_dots::<DT, 1>(w, xs.as_ptr().add(j * cols), cols)[0];
+        }
+    }
+}
+
+/// out[j] = W row · x row j for `out.len()` (≤ TILE) consecutive x rows. Caller: avx2, fma, f16c available.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dense_tile(dtype: DenseDType, wrow: &[u8], xs: &[f32], cols: usize, out: &mut [f32]) {
+    assert!(out.len() <= TILE && wrow.len() >= cols * dtype.size() && xs.len() >= out.len() * cols);
+    match dt_code(dtype) {
+        F32 => dense_tile_dt::<F32>(wrow.as_ptr(), xs, cols, out),
+        F16 => dense_tile_dt::<F16>(wrow.as_ptr(), xs, cols, out),
+        _ => dense_tile_dt::<BF16>(wrow.as_ptr(), xs, cols, out),
+    }
+}
+
+/// Affine group dots for bits 2, 4, 8 from 8-byte loads widened to 8 u32 lanes: after shift k, lane i holds
+/// code i·(8/B) + k of the chunk, so `xs` must be permuted by `permute_bytes(bits, 8)`. Within a group, code
+/// vector t accumulates into g[t % 2]; after each group acc = fma(s_g, g0 + g1, acc).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bytes_acc<const B: i32, const N: usize>(
+    codes: *const u8,
+    scales: &[f32],
+    gs: usize,
+    xs: *const f32,
+    cols: usize,
+) -> [__m256; N] {
+    let per_byte = (8 / B) as usize;
+    let mask = _mm256_set1_epi32((1 << B) - 1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for (g, &s) in scales.iter().enumerate() {
+        let mut g0 = [_mm256_setzero_ps(); N];
+        let mut g1 = [_mm256_setzero_ps(); N];
+        let end = (g + 1) * gs;
+        let mut e = g * gs;
+        while e < end {
+            if B == 8 {
+                let q0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.add(e).cast())));
+                let q1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.add(e + 8).cast())));
+                for j in 0..N {
+                    let x = xs.add(j * cols + e);
+                    g0[j] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(x), g0[j]);
+                    g1[j] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x.add(8)), g1[j]);
+                }
+                e += 16;
+            } else {
+                let v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.add(e * B as usize / 8).cast()));
+                for k in 0..per_byte {
+                    let sh = _mm256_srlv_epi32(v, _mm256_set1_epi32(B * k as i32));
+                    let q = if (k + 1) * B as usize == 8 { sh } else { _mm256_and_si256(sh, mask) };
+                    let q = _mm256_cvtepi32_ps(q);
+                    for j in 0..N {
+                        let x = _mm256_loadu_ps(xs.add(j * cols + e + 8 * k));
+                        if k % 2 == 0 {
+                            g0[j] = _mm256_fmadd_ps(q, x, g0[j]);
+                        } else {
+                            g1[j] = _mm256_fmadd_ps(q, x, g1[j]);
+                        }
+                    }
+                }
+                e += 8 * per_byte;
+            }
+        }
+        let sv = _mm256_set1_ps(s);
+        for j in 0..N {
+            acc[j] = _mm256_fmadd_ps(sv, _mm256_add_ps(g0[j], g1[j]), acc[j]);
+        }
+    }
+    acc
+}
+
+/// Affine group dots for any width 2..=8 in natural order: each 8-code block (`bits` bytes) is read with one
+/// 16-byte load (the caller guarantees 16 readable bytes), spread by a byte shuffle, shifted and masked. Block
+/// t of a group accumulates into g[t % 2]; after each group acc = fma(s_g, g0 + g1, acc).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn shuffle_acc<const N: usize>(
+    bits: usize,
+    codes: *const u8,
+    scales: &[f32],
+    gs: usize,
+    xs: *const f32,
+    cols: usize,
+) -> [__m256; N] {
+    let mut idx = [0x80u8; 32];
+    let mut shifts = [0i32; 8];
+    for l in 0..8 {
+        let b0 = l * bits / 8;
+        idx[4 * l] = b0 as u8;
+        idx[4 * l + 1] = (b0 + 1) as u8;
+        shifts[l] = (l * bits % 8) as i32;
+    }
+    let idx = _mm256_loadu_si256(idx.as_ptr().cast());
+    let shv = _mm256_loadu_si256(shifts.as_ptr().cast());
+    let mask = _mm256_set1_epi32((1 << bits) - 1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for (g, &s) in scales.iter().enumerate() {
+        let mut g0 = [_mm256_setzero_ps(); N];
+        let mut g1 = [_mm256_setzero_ps(); N];
+        let end = (g + 1) * gs;
+        let mut e = g * gs;
+        while e < end {
+            let v0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(codes.add(e / 8 * bits).cast()));
+            let v1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(codes.add((e / 8 + 1) * bits).cast()));
+            let q0 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v0, idx), shv), mask);
+            let q1 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v1, idx), shv), mask);
+            let q0 = _mm256_cvtepi32_ps(q0);
+            let q1 = _mm256_cvtepi32_ps(q1);
+            for j in 0..N {
+                let x = xs.add(j * cols + e);
+                g0[j] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(x), g0[j]);
+                g1[j] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x.add(8)), g1[j]);
+            }
+            e += 16;
+        }
+        let sv = _mm256_set1_ps(s);
+        for j in 0..N {
+            acc[j] = _mm256_fmadd_ps(sv, _mm256_add_ps(g0[j], g1[j]), acc[j]);
+        }
+    }
+    acc
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn affine_acc<const N: usize>(
+    shuffle: bool,
+    bits: u32,
+    codes: *const u8,
+    scales: &[f32],
+    gs: usize,
+    xs: *const f32,
+    cols: usize,
+) -> [__m256; N] {
+    match (shuffle, bits) {
+        (false, 2) => bytes_acc::<2, N>(codes, scales, gs, xs, cols),
+        (false, 4) => bytes_acc::<4, N>(codes, scales, gs, xs, cols),
+        (false, 8) => bytes_acc::<8, N>(codes, scales, gs, xs, cols),
+        (true, b) => shuffle_acc::<N>(b as usize, codes, scales, gs, xs, cols),
+        (false, b) => unreachable!("avx2 byte kernel has no {b}-bit form"),
+    }
+}
+
+/// Affine out[j] = hsum(acc_j) + (biases · xsum_j) for `out.len()` (≤ TILE) consecutive x rows. `codes` runs
+/// from the row start to the end of the matrix's codes; `xs` is permuted when `!shuffle` (see `bytes_acc`).
+/// Caller: avx2, fma and f16c are available.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn affine_tile(
+    shuffle: bool,
+    bits: u32,
+    gs: usize,
+    codes: &[u8],
+    scales: &[f32],
+    biases: &[f32],
+    xs: &[f32],
+    xsum: &[f32],
+    cols: usize,
+    out: &mut [f32],
+) {
+    let (nr, ng) = (out.len(), scales.len());
+    let row_bytes = cols * bits as usize / 8;
+    assert!(nr <= TILE && ng * gs == cols && biases.len() == ng && gs % 16 == 0);
+    assert!(xs.len() >= nr * cols && xsum.len() >= nr * ng && codes.len() >= row_bytes);
+    if shuffle && codes.len() < row_bytes + 16 {
+        // The 16-byte block loads may run past the last row: read it from a padded copy.
+        let mut padded = vec![0u8; row_bytes + 16];
+        padded[..row_bytes].copy_from_slice(&codes[..row_bytes]);
+        return affine_tile(shuffle, bits, gs, &padded, scales, biases, xs, xsum, cols, out);
+    }
+    let cp = codes.as_ptr();
+    if nr == TILE {
+        let acc = affine_acc::<TILE>(shuffle, bits, cp, scales, gs, xs.as_ptr(), cols);
+        let b = dense_dots::<F32, TILE>(biases.as_ptr().cast(), xsum.as_ptr(), ng);
+        for j in 0..TILE {
+            out[j] = hsum(acc[j]) + b[j];
+        }
+    } else {
+        for (j, o) in out.iter_mut().enumerate() {
+            let acc = affine_acc::<1>(shuffle, bits, cp, scales, gs, xs.as_ptr().add(j * cols), cols);
+            let b = dense_dots::<F32, 1>(biases.as_ptr().cast(), xsum.as_ptr().add(j * ng), ng);
+            *o = hsum(acc[0]) + b[0];
+        }
+    }
+}

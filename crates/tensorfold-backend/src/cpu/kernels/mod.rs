@@ -1,0 +1,126 @@
+//! CPU projection kernels over weights in their stored format (dense f32/f16/bf16, MLX affine 2–8 bit): each
+//! output element has one fixed reduction order, so a row's bits never depend on other rows, their count or threads.
+//!
+//! One SIMD level is chosen per process (AVX-512F, AVX2+FMA+F16C, or scalar) and every call uses it, so results
+//! are deterministic on a machine; levels agree with each other only to float tolerance.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod project;
+mod scalar;
+#[cfg(test)]
+mod tests;
+
+use std::sync::OnceLock;
+use tensorfold_core::{DenseDType, MatrixRef};
+
+/// y[r*w.rows() + o] = Σ_c x[r*w.cols() + c] · W[o, c]   for r in 0..n_rows, o in 0..w.rows()
+/// x: [n_rows, cols] f32 row-major; y: [n_rows, rows] f32 row-major (overwritten).
+pub fn project(x: &[f32], n_rows: usize, w: &MatrixRef<'_>, y: &mut [f32]) {
+    project::project_with(isa(), x, n_rows, w, y);
+}
+
+/// Dequantizes/converts row `row` of W into out (len = cols). Used for embedding lookups.
+pub fn matrix_row(w: &MatrixRef<'_>, row: usize, out: &mut [f32]) {
+    project::matrix_row_with(isa(), w, row, out);
+}
+
+/// Σ_i a[i]*b[i] over f32 slices with the same fixed-order SIMD accumulation used everywhere (for attention scores etc.).
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    dot_with(isa(), a, b)
+}
+
+/// y[i] += alpha * x[i]
+pub fn axpy_f32(alpha: f32, x: &[f32], y: &mut [f32]) {
+    axpy_with(isa(), alpha, x, y);
+}
+
+/// The SIMD level every kernel of this process uses: "avx512", "avx2" or "scalar".
+pub fn simd_level() -> &'static str {
+    match isa() {
+        Isa::Avx512 => "avx512",
+        Isa::Avx2 => "avx2",
+        Isa::Scalar => "scalar",
+    }
+}
+
+/// A SIMD level. Only `detect` (and the tests, through `available_isas`) hand out `Avx2` / `Avx512`, and
+/// only when the CPU has the features their kernels enable; the dispatchers rely on that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Isa {
+    Scalar,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx512,
+}
+
+fn supported(isa: Isa) -> bool {
+    match isa {
+        Isa::Scalar => true,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => supported(Isa::Avx2) && is_x86_feature_detected!("avx512f"),
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => false,
+    }
+}
+
+/// The level this process uses, detected once.
+fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        [Isa::Avx512, Isa::Avx2].into_iter().find(|&i| supported(i)).unwrap_or(Isa::Scalar)
+    })
+}
+
+/// Every level this CPU can run (for tests that hold each one to the reference).
+#[cfg(test)]
+fn available_isas() -> Vec<Isa> {
+    [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|&i| supported(i)).collect()
+}
+
+fn dot_with(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
+    debug_assert!(supported(isa));
+    match isa {
+        // SAFETY: `Isa::Avx512` exists only where avx512f, avx2, fma and f16c were detected.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { avx512::dot(a, b) },
+        // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { avx2::dot(a, b) },
+        _ => scalar::dot(a, b),
+    }
+}
+
+fn axpy_with(isa: Isa, alpha: f32, x: &[f32], y: &mut [f32]) {
+    debug_assert!(supported(isa));
+    match isa {
+        // SAFETY: `Isa::Avx512` exists only where avx512f, avx2, fma and f16c were detected.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { avx512::axpy(alpha, x, y) },
+        // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { avx2::axpy(alpha, x, y) },
+        _ => scalar::axpy(alpha, x, y),
+    }
+}
+
+/// Exact conversion of `out.len()` stored elements to f32 (every level gives the same bits).
+fn convert_with(isa: Isa, dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
+    debug_assert!(supported(isa));
+    match isa {
+        // SAFETY: `Isa::Avx512` exists only where avx512f, avx2, fma and f16c were detected.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { avx512::convert(dtype, bytes, out) },
+        // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { avx2::convert(dtype, bytes, out) },
+        _ => scalar::convert(dtype, bytes, out),
+    }
+}

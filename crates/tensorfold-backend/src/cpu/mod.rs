@@ -1,0 +1,154 @@
+//! The CPU backend: f32 activations, weights read in their stored format, rayon across output features and
+//! heads, SIMD picked at run time; every op computes a row with the same arithmetic whatever else is in the call.
+
+mod attention;
+mod deltanet;
+pub mod kernels;
+
+use crate::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
+use rayon::prelude::*;
+use tensorfold_core::{Result, StoredMatrix};
+
+pub use attention::CpuKv;
+pub use deltanet::CpuLinearState;
+
+/// Row-major f32 activations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuAct {
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Vec<f32>,
+}
+
+impl CpuAct {
+    pub fn zeros(rows: usize, cols: usize) -> Self {
+        CpuAct { rows, cols, data: vec![0.0; rows * cols] }
+    }
+    pub fn row(&self, r: usize) -> &[f32] {
+        &self.data[r * self.cols..(r + 1) * self.cols]
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+pub(crate) fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+pub(crate) fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// 1 / sqrt(mean(x²) + eps), with the sum in the fixed SIMD order of `dot_f32`.
+pub(crate) fn inv_rms(x: &[f32], eps: f32) -> f32 {
+    let ss = kernels::dot_f32(x, x);
+    1.0 / (ss / x.len() as f32 + eps).sqrt()
+}
+
+impl Backend for CpuBackend {
+    type Matrix = StoredMatrix;
+    type Vector = Vec<f32>;
+    type Act = CpuAct;
+    type LinearState = CpuLinearState;
+    type KvState = CpuKv;
+
+    fn name(&self) -> String {
+        format!("cpu ({} threads, {})", rayon::current_num_threads(), kernels::simd_level())
+    }
+    fn matrix(&self, m: &StoredMatrix) -> Result<StoredMatrix> {
+        Ok(m.clone())
+    }
+    fn vector(&self, v: &[f32]) -> Result<Vec<f32>> {
+        Ok(v.to_vec())
+    }
+    fn new_linear_state(&self, spec: &LinearSpec) -> CpuLinearState {
+        CpuLinearState::new(spec)
+    }
+    fn new_kv_state(&self, spec: &AttnSpec) -> CpuKv {
+        CpuKv::new(spec)
+    }
+    fn kv_len(&self, kv: &CpuKv) -> usize {
+        kv.len()
+    }
+
+    fn embed(&self, table: &StoredMatrix, ids: &[u32]) -> CpuAct {
+        let view = table.view();
+        let cols = view.cols();
+        let mut out = CpuAct::zeros(ids.len(), cols);
+        out.data.par_chunks_mut(cols).zip(ids.par_iter()).for_each(|(row, &id)| {
+            kernels::matrix_row(&view, id as usize, row);
+        });
+        out
+    }
+
+    fn rms_norm(&self, x: &CpuAct, w: &Vec<f32>, eps: f32) -> CpuAct {
+        let mut out = x.clone();
+        out.data.par_chunks_mut(x.cols).for_each(|row| {
+            let s = inv_rms(row, eps);
+            for (v, &wi) in row.iter_mut().zip(w) {
+                *v = *v * s * wi;
+            }
+        });
+        out
+    }
+
+    fn project(&self, x: &CpuAct, w: &StoredMatrix) -> CpuAct {
+        let view = w.view();
+        debug_assert_eq!(x.cols, view.cols());
+        let mut out = CpuAct::zeros(x.rows, view.rows());
+        kernels::project(&x.data, x.rows, &view, &mut out.data);
+        out
+    }
+
+    fn add_assign(&self, x: &mut CpuAct, y: &CpuAct) {
+        for (a, b) in x.data.iter_mut().zip(&y.data) {
+            *a += *b;
+        }
+    }
+
+    fn swiglu(&self, gate: &CpuAct, up: &CpuAct) -> CpuAct {
+        let data = gate.data.iter().zip(&up.data).map(|(&g, &u)| silu(g) * u).collect();
+        CpuAct { rows: gate.rows, cols: gate.cols, data }
+    }
+
+    fn select_rows(&self, x: &CpuAct, rows: &[usize]) -> CpuAct {
+        let mut data = Vec::with_capacity(rows.len() * x.cols);
+        for &r in rows {
+            data.extend_from_slice(x.row(r));
+        }
+        CpuAct { rows: rows.len(), cols: x.cols, data }
+    }
+
+    fn gated_deltanet(
+        &self,
+        p: &LinearParams<Self>,
+        mixed: &CpuAct,
+        z: &CpuAct,
+        b: &CpuAct,
+        a: &CpuAct,
+        rows: &[RowRef],
+        states: &mut [&mut CpuLinearState],
+    ) -> CpuAct {
+        deltanet::gated_deltanet(p, mixed, z, b, a, rows, states)
+    }
+
+    fn gated_attention(
+        &self,
+        p: &AttnParams<Self>,
+        qg: &CpuAct,
+        k: &CpuAct,
+        v: &CpuAct,
+        rows: &[RowRef],
+        states: &mut [&mut CpuKv],
+    ) -> CpuAct {
+        attention::gated_attention(p, qg, k, v, rows, states)
+    }
+
+    fn to_host(&self, x: &CpuAct) -> Vec<f32> {
+        x.data.clone()
+    }
+    fn act_shape(&self, x: &CpuAct) -> (usize, usize) {
+        (x.rows, x.cols)
+    }
+}

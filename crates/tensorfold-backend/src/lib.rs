@@ -1,0 +1,120 @@
+//! The Backend trait: device buffers and the coarse, row-invariant ops the model graphs are written against.
+//! A row's results never depend on which or how many other rows share a call (DESIGN.md §1).
+
+pub mod cpu;
+
+use tensorfold_core::{Result, StoredMatrix};
+
+/// One row of a round as the ops see it: which slot (index into the state slice passed with the call) and
+/// its absolute position. Rows of one slot form a chain at consecutive positions right after the slot's
+/// committed rows, in order; each row's parent is the previous row of its slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowRef {
+    pub slot: usize,
+    pub pos: usize,
+}
+
+/// Shapes of a Gated DeltaNet layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinearSpec {
+    pub key_heads: usize,
+    pub value_heads: usize,
+    pub key_dim: usize,
+    pub value_dim: usize,
+    pub conv_kernel: usize,
+}
+
+impl LinearSpec {
+    pub fn conv_channels(&self) -> usize {
+        2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+    }
+}
+
+/// Shapes of a gated full-attention layer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnSpec {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub rotary_dim: usize,
+    pub rope_theta: f64,
+}
+
+/// Parameters of a Gated DeltaNet layer that its fused op reads (projections are done by `project`).
+pub struct LinearParams<B: Backend + ?Sized> {
+    pub spec: LinearSpec,
+    /// Depthwise conv weights `[channels, K]`, newest input last.
+    pub conv: B::Vector,
+    pub a_log: B::Vector,
+    pub dt_bias: B::Vector,
+    /// Plain-weight gated RMSNorm over each value head.
+    pub norm: B::Vector,
+    pub eps: f32,
+}
+
+/// Parameters of a gated attention layer that its fused op reads.
+pub struct AttnParams<B: Backend + ?Sized> {
+    pub spec: AttnSpec,
+    /// Effective (already 1+w) q/k norm weights over head_dim.
+    pub q_norm: B::Vector,
+    pub k_norm: B::Vector,
+    pub eps: f32,
+}
+
+pub trait Backend: Send + Sync + 'static {
+    /// A weight matrix kept in its checkpoint format.
+    type Matrix: Send + Sync;
+    /// A small f32 parameter vector.
+    type Vector: Send + Sync;
+    /// Activations `[rows, cols]` in f32.
+    type Act: Send;
+    /// One DeltaNet layer's state for one slot: conv tail and fp32 recurrent state.
+    type LinearState: Send;
+    /// One attention layer's keys and values for one slot.
+    type KvState: Send;
+
+    fn name(&self) -> String;
+    fn matrix(&self, m: &StoredMatrix) -> Result<Self::Matrix>;
+    fn vector(&self, v: &[f32]) -> Result<Self::Vector>;
+    fn new_linear_state(&self, spec: &LinearSpec) -> Self::LinearState;
+    fn new_kv_state(&self, spec: &AttnSpec) -> Self::KvState;
+    /// Rows committed in a KV state.
+    fn kv_len(&self, kv: &Self::KvState) -> usize;
+
+    /// Rows `ids` of `table` (dequantized to f32).
+    fn embed(&self, table: &Self::Matrix, ids: &[u32]) -> Self::Act;
+    /// y = x / sqrt(mean(x²) + eps) * w, per row.
+    fn rms_norm(&self, x: &Self::Act, w: &Self::Vector, eps: f32) -> Self::Act;
+    /// y = x Wᵀ.
+    fn project(&self, x: &Self::Act, w: &Self::Matrix) -> Self::Act;
+    fn add_assign(&self, x: &mut Self::Act, y: &Self::Act);
+    /// silu(gate) * up.
+    fn swiglu(&self, gate: &Self::Act, up: &Self::Act) -> Self::Act;
+    /// Rows `rows` of x, in that order.
+    fn select_rows(&self, x: &Self::Act, rows: &[usize]) -> Self::Act;
+    /// Conv + SiLU, q/k L2 norm, beta/decay gates, the delta rule (stepping each slot's state row by row) and
+    /// the gated RMSNorm; returns `[rows, value_heads·value_dim]` ready for out_proj.
+    fn gated_deltanet(
+        &self,
+        p: &LinearParams<Self>,
+        mixed: &Self::Act,
+        z: &Self::Act,
+        b: &Self::Act,
+        a: &Self::Act,
+        rows: &[RowRef],
+        states: &mut [&mut Self::LinearState],
+    ) -> Self::Act;
+    /// q/k norms, partial RoPE, append k/v to each slot, causal GQA attention over the slot's keys up to each
+    /// row, times sigmoid(gate); `qg` holds per head [query | gate]. Returns `[rows, heads·head_dim]`.
+    fn gated_attention(
+        &self,
+        p: &AttnParams<Self>,
+        qg: &Self::Act,
+        k: &Self::Act,
+        v: &Self::Act,
+        rows: &[RowRef],
+        states: &mut [&mut Self::KvState],
+    ) -> Self::Act;
+    fn to_host(&self, x: &Self::Act) -> Vec<f32>;
+    fn act_shape(&self, x: &Self::Act) -> (usize, usize);
+}

@@ -1,0 +1,229 @@
+//! Keyed sampling (DESIGN.md §1): the token at absolute position p depends only on the logits of that row, the
+//! request's parameters and hash(seed, p, token id) — never on batch, draft or timing — plus token_sha.
+
+use crate::error::{CoreError, Result};
+use sha2::{Digest, Sha256};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplingParams {
+    /// 0 means greedy.
+    pub temperature: f32,
+    /// 0 means no top-k cut.
+    pub top_k: usize,
+    /// 1 means no nucleus cut.
+    pub top_p: f32,
+    /// 0 means no min-p cut.
+    pub min_p: f32,
+    pub seed: u64,
+}
+
+impl SamplingParams {
+    pub fn greedy() -> Self {
+        SamplingParams { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, seed: 0 }
+    }
+
+    /// Checks ranges, so a bad request is an error before anything runs.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(CoreError::Invalid(m));
+        if !self.temperature.is_finite() || self.temperature < 0.0 {
+            return bad(format!("temperature must be ≥ 0, got {}", self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad(format!("top_p must be in (0, 1], got {}", self.top_p));
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return bad(format!("min_p must be in [0, 1], got {}", self.min_p));
+        }
+        Ok(())
+    }
+}
+
+/// The seed of a request that gave none: derived from its prompt so a repeated request repeats its reply.
+pub fn seed_from_prompt(prompt_ids: &[u32]) -> u64 {
+    let mut h = Sha256::new();
+    for id in prompt_ids {
+        h.update(id.to_le_bytes());
+    }
+    let d = h.finalize();
+    u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Gumbel(0,1) noise keyed by (seed, position, token): the same key always gives the same noise.
+pub fn keyed_gumbel(seed: u64, position: u64, token: u32) -> f64 {
+    let h = splitmix64(splitmix64(splitmix64(seed) ^ position) ^ token as u64);
+    // 53 random bits → u in (0, 1), never 0 or 1.
+    let u = ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    -(-u.ln()).ln()
+}
+
+/// Draws the token at absolute `position` from one row of logits with the keyed rule.
+pub fn draw(logits: &[f32], params: &SamplingParams, position: u64) -> u32 {
+    if params.temperature == 0.0 || logits.len() == 1 {
+        return argmax(logits);
+    }
+    let inv_t = 1.0 / params.temperature as f64;
+    let no_cut = params.top_k == 0 && params.top_p >= 1.0 && params.min_p <= 0.0;
+    if no_cut {
+        let mut best = (f64::NEG_INFINITY, 0u32);
+        for (i, &l) in logits.iter().enumerate() {
+            if l.is_nan() {
+                continue;
+            }
+            let v = l as f64 * inv_t + keyed_gumbel(params.seed, position, i as u32);
+            if v > best.0 {
+                best = (v, i as u32);
+            }
+        }
+        return best.1;
+    }
+    let candidates = candidates(logits, params);
+    let mut best = (f64::NEG_INFINITY, candidates[0]);
+    for &id in &candidates {
+        let v = logits[id as usize] as f64 * inv_t + keyed_gumbel(params.seed, position, id);
+        if v > best.0 {
+            best = (v, id);
+        }
+    }
+    best.1
+}
+
+/// top_k ∩ top_p ∩ min_p of softmax(logits / T), in order of decreasing logit (ties to the lower id).
+/// Always holds at least the most likely token.
+pub fn candidates(logits: &[f32], params: &SamplingParams) -> Vec<u32> {
+    let by_rank = |a: &u32, b: &u32| {
+        let (la, lb) = (logits[*a as usize], logits[*b as usize]);
+        lb.total_cmp(&la).then(a.cmp(b))
+    };
+    let mut ids: Vec<u32> = (0..logits.len() as u32).filter(|&i| !logits[i as usize].is_nan()).collect();
+    if ids.is_empty() {
+        return vec![0];
+    }
+    if params.top_k > 0 && params.top_k < ids.len() {
+        ids.select_nth_unstable_by(params.top_k - 1, by_rank);
+        ids.truncate(params.top_k);
+    }
+    ids.sort_unstable_by(by_rank);
+    let inv_t = 1.0 / params.temperature.max(f32::MIN_POSITIVE) as f64;
+    let max = logits[ids[0] as usize] as f64 * inv_t;
+    // Probabilities over the whole vocabulary, so top-p/min-p do not depend on the top-k cut.
+    let total: f64 = logits
+        .iter()
+        .filter(|l| !l.is_nan())
+        .map(|&l| (l as f64 * inv_t - max).exp())
+        .sum();
+    let mut keep = ids.len();
+    let mut cumulative = 0.0;
+    for (rank, &id) in ids.iter().enumerate() {
+        let p = (logits[id as usize] as f64 * inv_t - max).exp() / total;
+        if rank > 0 && (p as f32) < params.min_p * (1.0 / total) as f32 {
+            keep = rank;
+            break;
+        }
+        cumulative += p;
+        if cumulative >= params.top_p as f64 {
+            keep = rank + 1;
+            break;
+        }
+    }
+    ids.truncate(keep.max(1));
+    ids
+}
+
+/// Index of the largest logit; ties go to the lower id; NaN never wins.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0usize;
+    let mut best_v = f32::NEG_INFINITY;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > best_v {
+            best_v = v;
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// First 12 hex digits of SHA-256 over the comma-joined decimal token ids: the currency of every equality check.
+pub fn token_sha(ids: &[u32]) -> String {
+    let joined = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let digest = Sha256::digest(joined.as_bytes());
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampled(seed: u64) -> SamplingParams {
+        SamplingParams { temperature: 0.8, top_k: 0, top_p: 1.0, min_p: 0.0, seed }
+    }
+
+    #[test]
+    fn greedy_ties_go_to_the_lower_id() {
+        assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
+        assert_eq!(draw(&[0.5, 0.5], &SamplingParams::greedy(), 7), 0);
+    }
+
+    #[test]
+    fn token_sha_is_sha256_of_comma_joined_ids() {
+        // sha256("1,2,3") = 8a6ae15122...; checked with `printf 1,2,3 | sha256sum`.
+        assert_eq!(token_sha(&[1, 2, 3]), "8a6ae1512200");
+        assert_eq!(token_sha(&[]).len(), 12);
+    }
+
+    #[test]
+    fn the_same_key_draws_the_same_token_and_positions_differ() {
+        let logits: Vec<f32> = (0..50).map(|i| ((i * 37) % 11) as f32 * 0.1).collect();
+        let a: Vec<u32> = (0..40).map(|p| draw(&logits, &sampled(5), p)).collect();
+        let b: Vec<u32> = (0..40).map(|p| draw(&logits, &sampled(5), p)).collect();
+        assert_eq!(a, b);
+        let distinct: std::collections::BTreeSet<_> = a.iter().collect();
+        assert!(distinct.len() > 3, "keyed draws should vary across positions: {a:?}");
+        let c: Vec<u32> = (0..40).map(|p| draw(&logits, &sampled(6), p)).collect();
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn keyed_draws_follow_the_softmax_distribution() {
+        let logits = [0.0f32, (2.0f32).ln(), (3.0f32).ln()];
+        let params = SamplingParams { temperature: 1.0, ..sampled(1) };
+        let mut counts = [0usize; 3];
+        let n = 30_000;
+        for p in 0..n {
+            counts[draw(&logits, &params, p) as usize] += 1;
+        }
+        for (i, expect) in [1.0 / 6.0, 2.0 / 6.0, 3.0 / 6.0].iter().enumerate() {
+            let got = counts[i] as f64 / n as f64;
+            assert!((got - expect).abs() < 0.015, "token {i}: {got} vs {expect}");
+        }
+    }
+
+    #[test]
+    fn top_k_top_p_and_min_p_cut_the_candidates() {
+        let logits = [4.0f32, 3.0, 2.0, 1.0, 0.0];
+        let p = |top_k, top_p, min_p| SamplingParams { temperature: 1.0, top_k, top_p, min_p, seed: 0 };
+        assert_eq!(candidates(&logits, &p(2, 1.0, 0.0)), vec![0, 1]);
+        // softmax: 0.636, 0.234, 0.086, ... → top_p 0.8 keeps two.
+        assert_eq!(candidates(&logits, &p(0, 0.8, 0.0)), vec![0, 1]);
+        // min_p 0.2: keep p ≥ 0.127 → two.
+        assert_eq!(candidates(&logits, &p(0, 1.0, 0.2)), vec![0, 1]);
+        assert_eq!(candidates(&logits, &p(0, 0.01, 0.0)), vec![0]);
+        for pos in 0..200 {
+            assert!(draw(&logits, &p(2, 1.0, 0.0), pos) < 2);
+        }
+    }
+
+    #[test]
+    fn invalid_parameters_are_refused() {
+        assert!(SamplingParams { temperature: -1.0, ..sampled(0) }.validate().is_err());
+        assert!(SamplingParams { top_p: 0.0, ..sampled(0) }.validate().is_err());
+        assert!(SamplingParams { min_p: 2.0, ..sampled(0) }.validate().is_err());
+        assert!(sampled(0).validate().is_ok());
+    }
+}

@@ -1,0 +1,107 @@
+//! One stream decoded alone: chunked prefill of the prompt, then one row per token from the slot's state, each
+//! token drawn with the keyed rule at its absolute position.
+
+use std::time::Instant;
+use tensorfold_backend::{Backend, RowRef};
+use tensorfold_core::sampling::{draw, SamplingParams};
+use tensorfold_core::{CoreError, Result};
+use tensorfold_model::Qwen35;
+
+#[derive(Clone, Debug)]
+pub struct GenerateRequest {
+    pub prompt: Vec<u32>,
+    pub max_tokens: usize,
+    pub sampling: SamplingParams,
+    /// Token ids that end the reply (not emitted) unless `ignore_eos`.
+    pub stop_ids: Vec<u32>,
+    pub ignore_eos: bool,
+    /// Prompt rows per round; any value gives the same states and logits.
+    pub prefill_chunk: usize,
+    /// Keep the logits of every prompt position (teacher forcing).
+    pub want_prompt_logits: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A stop id was drawn.
+    Stop,
+    /// `max_tokens` reached.
+    Length,
+    /// The caller asked to stop.
+    Cancelled,
+}
+
+#[derive(Clone, Debug)]
+pub struct GenerateOutput {
+    pub tokens: Vec<u32>,
+    pub finish: FinishReason,
+    /// `[prompt_len, vocab]` when requested.
+    pub prompt_logits: Option<Vec<f32>>,
+    pub prompt_secs: f64,
+    pub decode_secs: f64,
+}
+
+/// Decodes `req` alone; `on_token` sees each emitted token and returns false to stop early.
+pub fn generate<B: Backend>(
+    model: &Qwen35<B>,
+    req: &GenerateRequest,
+    mut on_token: impl FnMut(u32) -> bool,
+) -> Result<GenerateOutput> {
+    if req.prompt.is_empty() {
+        return Err(CoreError::Invalid("the prompt is empty: at least one token is needed".into()));
+    }
+    req.sampling.validate()?;
+    let vocab = model.config.vocab_size;
+    let mut slot = model.new_slot();
+    let chunk = req.prefill_chunk.max(1);
+    let started = Instant::now();
+    let mut prompt_logits = req.want_prompt_logits.then(|| Vec::with_capacity(req.prompt.len() * vocab));
+    let mut last = Vec::new();
+    for (c, piece) in req.prompt.chunks(chunk).enumerate() {
+        let base = c * chunk;
+        let rows: Vec<RowRef> = (0..piece.len()).map(|i| RowRef { slot: 0, pos: base + i }).collect();
+        let is_last = base + piece.len() == req.prompt.len();
+        let wanted: Vec<usize> = if req.want_prompt_logits {
+            (0..piece.len()).collect()
+        } else if is_last {
+            vec![piece.len() - 1]
+        } else {
+            Vec::new()
+        };
+        let logits = model.forward(&rows, piece, &mut [&mut slot], &wanted)?;
+        if is_last {
+            last = logits[logits.len() - vocab..].to_vec();
+        }
+        if let Some(all) = prompt_logits.as_mut() {
+            all.extend_from_slice(&logits);
+        }
+    }
+    let prompt_secs = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut tokens = Vec::new();
+    let mut finish = FinishReason::Length;
+    while tokens.len() < req.max_tokens {
+        let pos = slot.len;
+        let token = draw(&last, &req.sampling, pos as u64);
+        if !req.ignore_eos && req.stop_ids.contains(&token) {
+            finish = FinishReason::Stop;
+            break;
+        }
+        tokens.push(token);
+        if !on_token(token) {
+            finish = FinishReason::Cancelled;
+            break;
+        }
+        if tokens.len() == req.max_tokens {
+            break;
+        }
+        last = model.forward(&[RowRef { slot: 0, pos }], &[token], &mut [&mut slot], &[0])?;
+    }
+    Ok(GenerateOutput {
+        tokens,
+        finish,
+        prompt_logits,
+        prompt_secs,
+        decode_secs: started.elapsed().as_secs_f64(),
+    })
+}

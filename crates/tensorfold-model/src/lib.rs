@@ -1,0 +1,6 @@
+//! Model layer: a family's graph over a round of rows and its per-slot state layout. Knows nothing of HTTP or
+//! scheduling.
+
+pub mod qwen35;
+
+pub use qwen35::{Qwen35, SlotState};

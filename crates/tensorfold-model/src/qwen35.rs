@@ -1,0 +1,302 @@
+//! The Qwen3.5 dense hybrid decoder (Gated DeltaNet + gated attention) over a round of rows: weights bound from
+//! a checkpoint in their stored format, and the per-slot state (KV rows, conv tails, recurrent states).
+
+use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
+use tensorfold_core::{Checkpoint, CoreError, LayerKind, ModelConfig, Result};
+
+struct Mlp<B: Backend> {
+    gate: B::Matrix,
+    up: B::Matrix,
+    down: B::Matrix,
+}
+
+struct LinearLayer<B: Backend> {
+    qkv: B::Matrix,
+    z: B::Matrix,
+    b: B::Matrix,
+    a: B::Matrix,
+    out: B::Matrix,
+    params: LinearParams<B>,
+}
+
+struct AttnLayer<B: Backend> {
+    q: B::Matrix,
+    k: B::Matrix,
+    v: B::Matrix,
+    o: B::Matrix,
+    params: AttnParams<B>,
+}
+
+enum Mixer<B: Backend> {
+    Linear(LinearLayer<B>),
+    Attn(AttnLayer<B>),
+}
+
+struct Layer<B: Backend> {
+    input_norm: B::Vector,
+    post_norm: B::Vector,
+    mixer: Mixer<B>,
+    mlp: Mlp<B>,
+}
+
+/// One slot's state across all layers.
+pub enum LayerState<B: Backend> {
+    Linear(B::LinearState),
+    Attn(B::KvState),
+}
+
+pub struct SlotState<B: Backend> {
+    pub layers: Vec<LayerState<B>>,
+    /// Committed rows (= the absolute position of the next row).
+    pub len: usize,
+}
+
+/// A bound Qwen3.5 model on backend B.
+pub struct Qwen35<B: Backend> {
+    pub config: ModelConfig,
+    pub backend: B,
+    embed: B::Matrix,
+    lm_head: B::Matrix,
+    final_norm: B::Vector,
+    layers: Vec<Layer<B>>,
+    linear_spec: LinearSpec,
+    attn_spec: AttnSpec,
+    /// Bytes of weights read per decode row (for bandwidth ratios).
+    pub weight_bytes_per_row: usize,
+    /// Storage label of the projections, e.g. "BF16" or "MLX 4-bit g64".
+    pub format: String,
+}
+
+impl<B: Backend> Qwen35<B> {
+    /// Binds every text tensor of `ck`, checking names and shapes; MLX layouts are undone here.
+    pub fn load(ck: &Checkpoint, backend: B) -> Result<Self> {
+        let c = &ck.config;
+        let h = c.hidden_size;
+        let linear_spec = LinearSpec {
+            key_heads: c.linear_num_key_heads,
+            value_heads: c.linear_num_value_heads,
+            key_dim: c.linear_key_head_dim,
+            value_dim: c.linear_value_head_dim,
+            conv_kernel: c.conv_kernel,
+        };
+        let attn_spec = AttnSpec {
+            heads: c.num_attention_heads,
+            kv_heads: c.num_key_value_heads,
+            head_dim: c.head_dim,
+            rotary_dim: c.rotary_dim,
+            rope_theta: c.rope_theta,
+        };
+        let mut bytes = 0usize;
+        let mut formats = std::collections::BTreeSet::new();
+        let mut mat = |name: &str, rows: usize, cols: usize| -> Result<B::Matrix> {
+            let m = ck.matrix(name, rows, cols)?;
+            bytes += m.view().stored_bytes();
+            formats.insert(m.format_label());
+            backend.matrix(&m)
+        };
+        // Zero-centred norms: HF stores w (applied as 1+w); MLX conversions store 1+w already.
+        let shifted = |name: &str, len: usize| -> Result<B::Vector> {
+            let mut w = ck.vector(name, len)?;
+            if !ck.mlx_layout {
+                w.iter_mut().for_each(|x| *x += 1.0);
+            }
+            backend.vector(&w)
+        };
+        let plain = |name: &str, len: usize| -> Result<B::Vector> { backend.vector(&ck.vector(name, len)?) };
+
+        let mut layers = Vec::with_capacity(c.num_layers());
+        for (i, kind) in c.layer_types.iter().enumerate() {
+            let p = format!("layers.{i}");
+            let mixer = match kind {
+                LayerKind::Linear => {
+                    let s = linear_spec;
+                    let value_dim = s.value_heads * s.value_dim;
+                    let channels = s.conv_channels();
+                    let l = format!("{p}.linear_attn");
+                    LinearLayer {
+                        qkv: mat(&format!("{l}.in_proj_qkv"), channels, h)?,
+                        z: mat(&format!("{l}.in_proj_z"), value_dim, h)?,
+                        b: mat(&format!("{l}.in_proj_b"), s.value_heads, h)?,
+                        a: mat(&format!("{l}.in_proj_a"), s.value_heads, h)?,
+                        out: mat(&format!("{l}.out_proj"), h, value_dim)?,
+                        params: LinearParams {
+                            spec: s,
+                            // [C,1,K] (HF) and [C,K,1] (MLX) flatten to the same c·K + j order.
+                            conv: plain(&format!("{l}.conv1d.weight"), channels * s.conv_kernel)?,
+                            a_log: plain(&format!("{l}.A_log"), s.value_heads)?,
+                            dt_bias: plain(&format!("{l}.dt_bias"), s.value_heads)?,
+                            norm: plain(&format!("{l}.norm.weight"), s.value_dim)?,
+                            eps: c.rms_norm_eps,
+                        },
+                    }
+                    .into_mixer()
+                }
+                LayerKind::Full => {
+                    let s = attn_spec;
+                    let l = format!("{p}.self_attn");
+                    Mixer::Attn(AttnLayer {
+                        q: mat(&format!("{l}.q_proj"), s.heads * s.head_dim * 2, h)?,
+                        k: mat(&format!("{l}.k_proj"), s.kv_heads * s.head_dim, h)?,
+                        v: mat(&format!("{l}.v_proj"), s.kv_heads * s.head_dim, h)?,
+                        o: mat(&format!("{l}.o_proj"), h, s.heads * s.head_dim)?,
+                        params: AttnParams {
+                            spec: s,
+                            q_norm: shifted(&format!("{l}.q_norm.weight"), s.head_dim)?,
+                            k_norm: shifted(&format!("{l}.k_norm.weight"), s.head_dim)?,
+                            eps: c.rms_norm_eps,
+                        },
+                    })
+                }
+            };
+            let i_size = c.intermediate_size;
+            layers.push(Layer {
+                input_norm: shifted(&format!("{p}.input_layernorm.weight"), h)?,
+                post_norm: shifted(&format!("{p}.post_attention_layernorm.weight"), h)?,
+                mixer,
+                mlp: Mlp {
+                    gate: mat(&format!("{p}.mlp.gate_proj"), i_size, h)?,
+                    up: mat(&format!("{p}.mlp.up_proj"), i_size, h)?,
+                    down: mat(&format!("{p}.mlp.down_proj"), h, i_size)?,
+                },
+            });
+        }
+        let embed_stored = ck.matrix("embed_tokens", c.vocab_size, h)?;
+        let head_stored = if ck.has("lm_head.weight") {
+            ck.matrix("lm_head", c.vocab_size, h)?
+        } else if c.tie_word_embeddings {
+            embed_stored.clone()
+        } else {
+            return Err(CoreError::tensor(
+                &ck.dir,
+                "lm_head.weight",
+                "missing and tie_word_embeddings is false",
+            ));
+        };
+        bytes += head_stored.view().stored_bytes();
+        formats.insert(head_stored.format_label());
+        let final_norm = shifted("norm.weight", h)?;
+        Ok(Qwen35 {
+            config: c.clone(),
+            embed: backend.matrix(&embed_stored)?,
+            lm_head: backend.matrix(&head_stored)?,
+            final_norm,
+            layers,
+            linear_spec,
+            attn_spec,
+            weight_bytes_per_row: bytes,
+            format: formats.into_iter().collect::<Vec<_>>().join("+"),
+            backend,
+        })
+    }
+
+    pub fn new_slot(&self) -> SlotState<B> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| match l.mixer {
+                Mixer::Linear(_) => LayerState::Linear(self.backend.new_linear_state(&self.linear_spec)),
+                Mixer::Attn(_) => LayerState::Attn(self.backend.new_kv_state(&self.attn_spec)),
+            })
+            .collect();
+        SlotState { layers, len: 0 }
+    }
+
+    /// Runs one round: `rows[i]` carries `tokens[i]` for slot `rows[i].slot` at `rows[i].pos`; each slot's rows
+    /// must continue its committed rows in order. Commits every row, and returns the logits of the rows named
+    /// in `logit_rows` (row-major `[logit_rows.len(), vocab]`).
+    pub fn forward(
+        &self,
+        rows: &[RowRef],
+        tokens: &[u32],
+        slots: &mut [&mut SlotState<B>],
+        logit_rows: &[usize],
+    ) -> Result<Vec<f32>> {
+        let vocab = self.config.vocab_size;
+        if rows.len() != tokens.len() {
+            return Err(CoreError::Invalid(format!("{} rows but {} tokens", rows.len(), tokens.len())));
+        }
+        let mut next = slots.iter().map(|s| s.len).collect::<Vec<_>>();
+        for (r, &t) in rows.iter().zip(tokens) {
+            if r.slot >= slots.len() || r.pos != next[r.slot] {
+                return Err(CoreError::Invalid(format!("row {r:?} does not continue its slot")));
+            }
+            if t as usize >= vocab {
+                return Err(CoreError::Invalid(format!("token id {t} is outside the vocabulary ({vocab})")));
+            }
+            next[r.slot] += 1;
+        }
+        if let Some(&bad) = logit_rows.iter().find(|&&i| i >= rows.len()) {
+            return Err(CoreError::Invalid(format!("logit row {bad} of {} rows", rows.len())));
+        }
+        let be = &self.backend;
+        let eps = self.config.rms_norm_eps;
+        let mut h = be.embed(&self.embed, tokens);
+        for (li, layer) in self.layers.iter().enumerate() {
+            let u = be.rms_norm(&h, &layer.input_norm, eps);
+            let mixed = match &layer.mixer {
+                Mixer::Linear(l) => {
+                    let mut st: Vec<&mut B::LinearState> = slots
+                        .iter_mut()
+                        .map(|s| match &mut s.layers[li] {
+                            LayerState::Linear(x) => x,
+                            LayerState::Attn(_) => unreachable!("slot state built from the same layer list"),
+                        })
+                        .collect();
+                    let y = be.gated_deltanet(
+                        &l.params,
+                        &be.project(&u, &l.qkv),
+                        &be.project(&u, &l.z),
+                        &be.project(&u, &l.b),
+                        &be.project(&u, &l.a),
+                        rows,
+                        &mut st,
+                    );
+                    be.project(&y, &l.out)
+                }
+                Mixer::Attn(l) => {
+                    let mut st: Vec<&mut B::KvState> = slots
+                        .iter_mut()
+                        .map(|s| match &mut s.layers[li] {
+                            LayerState::Attn(x) => x,
+                            LayerState::Linear(_) => unreachable!("slot state built from the same layer list"),
+                        })
+                        .collect();
+                    let y = be.gated_attention(
+                        &l.params,
+                        &be.project(&u, &l.q),
+                        &be.project(&u, &l.k),
+                        &be.project(&u, &l.v),
+                        rows,
+                        &mut st,
+                    );
+                    be.project(&y, &l.o)
+                }
+            };
+            be.add_assign(&mut h, &mixed);
+            let u = be.rms_norm(&h, &layer.post_norm, eps);
+            let act = be.swiglu(&be.project(&u, &layer.mlp.gate), &be.project(&u, &layer.mlp.up));
+            be.add_assign(&mut h, &be.project(&act, &layer.mlp.down));
+        }
+        for (slot, n) in slots.iter_mut().zip(next) {
+            slot.len = n;
+        }
+        if logit_rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let picked = be.select_rows(&h, logit_rows);
+        let normed = be.rms_norm(&picked, &self.final_norm, eps);
+        Ok(be.to_host(&be.project(&normed, &self.lm_head)))
+    }
+}
+
+impl<B: Backend> LinearLayer<B> {
+    fn into_mixer(self) -> Mixer<B> {
+        Mixer::Linear(self)
+    }
+}
+
+impl<B: Backend> Qwen35<B> {
+    pub fn backend_name(&self) -> String {
+        self.backend.name()
+    }
+}

@@ -1,0 +1,88 @@
+//! `tensorfold bench`: prefill and decode speed of a checkpoint on the CPU, with this machine's memory read
+//! bandwidth measured in the same run as the denominator of the decode ratio.
+
+use anyhow::Result;
+use clap::Args;
+use rayon::prelude::*;
+use std::path::PathBuf;
+use std::time::Instant;
+use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_core::sampling::{token_sha, SamplingParams};
+use tensorfold_engine::{generate, GenerateRequest};
+use tensorfold_model::Qwen35;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Prompt length for the prefill measurement.
+    #[arg(long, default_value_t = 128)]
+    pub prompt_tokens: usize,
+    /// Tokens decoded for the decode measurement.
+    #[arg(long, default_value_t = 32)]
+    pub decode_tokens: usize,
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Repeat the measurement and keep the best of N.
+    #[arg(long, default_value_t = 2)]
+    pub repeat: usize,
+}
+
+/// Best-of-5 parallel read bandwidth over a 1 GiB buffer, in bytes per second.
+pub fn read_bandwidth() -> f64 {
+    let words = (1usize << 30) / 8;
+    let buf: Vec<u64> = (0..words as u64).collect();
+    let mut best = 0.0f64;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let sum: u64 = buf.par_chunks(1 << 16).map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_add(b))).sum();
+        let secs = t.elapsed().as_secs_f64();
+        std::hint::black_box(sum);
+        best = best.max((words * 8) as f64 / secs);
+    }
+    best
+}
+
+pub fn bench(args: BenchArgs) -> Result<()> {
+    crate::run::init_threads(args.threads);
+    let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
+    let bw = read_bandwidth();
+    let ck = crate::run::open_checkpoint(&dir)?;
+    let model = Qwen35::load(&ck, CpuBackend)?;
+    let vocab = model.config.vocab_size as u32;
+    let prompt: Vec<u32> = (0..args.prompt_tokens as u32).map(|i| (i * 7919 + 13) % vocab.min(240_000)).collect();
+    let req = GenerateRequest {
+        prompt,
+        max_tokens: args.decode_tokens + 1,
+        sampling: SamplingParams::greedy(),
+        stop_ids: Vec::new(),
+        ignore_eos: true,
+        prefill_chunk: 512,
+        want_prompt_logits: false,
+    };
+    let (mut best_prefill, mut best_decode, mut shas) = (0.0f64, 0.0f64, Vec::new());
+    for _ in 0..args.repeat.max(1) {
+        let out = generate(&model, &req, |_| true)?;
+        best_prefill = best_prefill.max(args.prompt_tokens as f64 / out.prompt_secs);
+        best_decode = best_decode.max((out.tokens.len() - 1) as f64 / out.decode_secs);
+        shas.push(token_sha(&out.tokens));
+    }
+    let bytes = model.weight_bytes_per_row as f64;
+    let bound = bw / bytes;
+    println!("model: {} ({}), backend {}", dir.display(), model.format, model.backend_name());
+    println!("read bandwidth: {:.1} GB/s; weights read per decode row: {:.3} GB", bw / 1e9, bytes / 1e9);
+    println!(
+        "| prefill tok/s ({} tok) | decode tok/s | bandwidth bound tok/s | decode / bound | token_sha (each repeat) |",
+        args.prompt_tokens
+    );
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {:.1} | {:.2} | {:.2} | {:.0}% | {} |",
+        best_prefill,
+        best_decode,
+        bound,
+        100.0 * best_decode / bound,
+        shas.join(" ")
+    );
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! The `tensorfold` binary: parses the command line and turns every failure into one clear `error:` line and a
+//! non-zero exit (never a panic).
+
+mod bench;
+mod run;
+mod synth;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "tensorfold", version, about = "Exact speculative decoding for Qwen3.5 hybrid models")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate from a prompt and stream the text to stdout.
+    Run(run::RunArgs),
+    /// Write a random-weight checkpoint of a published Qwen3.5 shape (for benchmarks).
+    Synth(synth::SynthArgs),
+    /// Measure prefill and decode speed against this machine's memory bandwidth.
+    Bench(bench::BenchArgs),
+}
+
+/// The checkpoint used when no `--model` is given: the committed tiny fixture until the built-in model exists.
+pub fn default_model_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("TENSORFOLD_MODEL") {
+        return PathBuf::from(dir);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tiny-wrapper-bf16")
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Synth(args) => synth::synth(args),
+        Command::Bench(args) => bench::bench(args),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

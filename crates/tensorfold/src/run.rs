@@ -1,0 +1,209 @@
+//! `tensorfold run`: load a checkpoint, build the prompt (text, chat or ids), decode with the keyed sampler,
+//! stream text to stdout and speeds to stderr; optionally a JSON summary and the prompt's teacher-forced logits.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_core::chat::{ChatRenderRequest, ChatTemplate};
+use tensorfold_core::sampling::{seed_from_prompt, token_sha, SamplingParams};
+use tensorfold_core::tokenizer::{StreamDecoder, TextTokenizer};
+use tensorfold_core::Checkpoint;
+use tensorfold_engine::{generate, GenerateRequest};
+use tensorfold_model::Qwen35;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Checkpoint directory (default: the built-in model).
+    #[arg(long, env = "TENSORFOLD_MODEL")]
+    pub model: Option<PathBuf>,
+    /// Prompt text (needs a tokenizer in the checkpoint).
+    #[arg(long, conflicts_with = "prompt_ids")]
+    pub prompt: Option<String>,
+    /// Wrap the prompt as one user message in the checkpoint's chat template.
+    #[arg(long, requires = "prompt")]
+    pub chat: bool,
+    /// Prompt as comma-separated token ids.
+    #[arg(long, value_delimiter = ',')]
+    pub prompt_ids: Option<Vec<u32>>,
+    #[arg(long, default_value_t = 64)]
+    pub max_tokens: usize,
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    /// Sampling seed (default: derived from the prompt ids).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Keep going past end-of-sequence tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Print one JSON summary object as the last stdout line.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the teacher-forced logits of every prompt position to this safetensors file (`prompt_logits`).
+    #[arg(long)]
+    pub logits_out: Option<PathBuf>,
+    /// Prompt rows per prefill round.
+    #[arg(long, default_value_t = 256)]
+    pub prefill_chunk: usize,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+pub fn init_threads(threads: Option<usize>) {
+    if let Some(n) = threads {
+        // Ignored if the global pool already exists (tests call this more than once).
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+    }
+}
+
+/// Opens a checkpoint, with a progress bar on a terminal while mapping shards.
+pub fn open_checkpoint(dir: &Path) -> Result<Checkpoint> {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("loading {wide_bar} {pos}/{len} files")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let ck = Checkpoint::open(dir, |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    });
+    bar.finish_and_clear();
+    Ok(ck?)
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    init_threads(args.threads);
+    let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
+    let ck = open_checkpoint(&dir)?;
+    let tokenizer = TextTokenizer::from_dir(&dir)?;
+    let prompt: Vec<u32> = match (&args.prompt_ids, &args.prompt) {
+        (Some(ids), _) => ids.clone(),
+        (None, text) => {
+            let Some(tok) = tokenizer.as_ref() else {
+                bail!("{}: no tokenizer.json, so the prompt must be given as --prompt-ids", dir.display());
+            };
+            let text = text.clone().unwrap_or_else(|| "The quick brown fox".to_string());
+            let text = if args.chat {
+                let template = ChatTemplate::from_dir(&dir)?
+                    .with_context(|| format!("{}: --chat needs a chat template", dir.display()))?;
+                template.render(&ChatRenderRequest {
+                    messages: serde_json::json!([{"role": "user", "content": text}]),
+                    tools: None,
+                    add_generation_prompt: true,
+                    enable_thinking: None,
+                    extra: Default::default(),
+                })?
+            } else {
+                text
+            };
+            tok.encode(&text)?
+        }
+    };
+    let model = Qwen35::load(&ck, CpuBackend)?;
+    let mut stop_ids = ck.config.eos_token_ids.clone();
+    if let Some(tok) = &tokenizer {
+        stop_ids.extend(tok.stop_ids());
+    }
+    let sampling = SamplingParams {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        seed: args.seed.unwrap_or_else(|| seed_from_prompt(&prompt)),
+    };
+    let req = GenerateRequest {
+        prompt: prompt.clone(),
+        max_tokens: args.max_tokens,
+        sampling,
+        stop_ids,
+        ignore_eos: args.ignore_eos,
+        prefill_chunk: args.prefill_chunk,
+        want_prompt_logits: args.logits_out.is_some(),
+    };
+    let mut stream = tokenizer.as_ref().map(|t| StreamDecoder::new(t, false));
+    let mut stdout = std::io::stdout().lock();
+    let mut text = String::new();
+    let mut write_err = None;
+    let out = generate(&model, &req, |id| {
+        let piece = match stream.as_mut() {
+            Some(s) => match s.step(id) {
+                Ok(p) => p.unwrap_or_default(),
+                Err(e) => {
+                    write_err = Some(anyhow::Error::from(e));
+                    return false;
+                }
+            },
+            None => format!("{id} "),
+        };
+        text.push_str(&piece);
+        if !args.json {
+            let _ = stdout.write_all(piece.as_bytes());
+            let _ = stdout.flush();
+        }
+        true
+    })?;
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    if let Some(s) = stream.as_mut() {
+        let rest = s.finish()?;
+        text.push_str(&rest);
+        if !args.json {
+            let _ = stdout.write_all(rest.as_bytes());
+        }
+    }
+    if !args.json {
+        let _ = writeln!(stdout);
+    }
+    let prompt_tok_s = prompt.len() as f64 / out.prompt_secs.max(1e-9);
+    let decode_rows = out.tokens.len().saturating_sub(1);
+    let decode_tok_s = decode_rows as f64 / out.decode_secs.max(1e-9);
+    eprintln!(
+        "prompt: {} tokens, {:.1} tok/s | decode: {} tokens, {:.1} tok/s | {:?} | {}",
+        prompt.len(),
+        prompt_tok_s,
+        out.tokens.len(),
+        decode_tok_s,
+        out.finish,
+        model.format
+    );
+    if let Some(path) = &args.logits_out {
+        let logits = out.prompt_logits.as_deref().unwrap_or_default();
+        write_logits(path, logits, prompt.len(), model.config.vocab_size)?;
+    }
+    if args.json {
+        let summary = serde_json::json!({
+            "tokens": out.tokens,
+            "token_sha": token_sha(&out.tokens),
+            "text": if tokenizer.is_some() { serde_json::Value::String(text) } else { serde_json::Value::Null },
+            "prompt_tokens": prompt.len(),
+            "prompt_tok_s": prompt_tok_s,
+            "decode_tok_s": decode_tok_s,
+            "finish_reason": match out.finish {
+                tensorfold_engine::FinishReason::Stop => "stop",
+                tensorfold_engine::FinishReason::Length => "length",
+                tensorfold_engine::FinishReason::Cancelled => "cancelled",
+            },
+        });
+        writeln!(stdout, "{summary}")?;
+    }
+    Ok(())
+}
+
+fn write_logits(path: &Path, logits: &[f32], rows: usize, vocab: usize) -> Result<()> {
+    let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, vocab], &bytes)
+        .context("building the prompt_logits tensor")?;
+    safetensors::serialize_to_file([("prompt_logits", view)], None, path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
