@@ -99,6 +99,9 @@ SPEC_SHARDED = dict(
     COMMON,
     name="tiny-flat-f32-sharded",
     seed=202,
+    # 0.5 (16 of 32 dims), not the common 0.25: with the transformers default also 0.25, only a non-default value
+    # shows that the legacy top-level key is actually read.
+    partial_rotary_factor=0.5,
     hidden_size=64,
     intermediate_size=128,
     full_attention_interval=2,
@@ -905,6 +908,11 @@ def make_reference(d: Path, spec_info: dict, sd: dict[str, torch.Tensor], extra_
     from safetensors.torch import save_file
 
     model, tc = hf_model_f64(d, sd)
+    spec = spec_info["spec"]
+    assert tc.rope_parameters["partial_rotary_factor"] == spec["partial_rotary_factor"], tc.rope_parameters
+    assert tc.rope_parameters["rope_theta"] == spec["rope_theta"], tc.rope_parameters
+    assert list(tc.layer_types) == layer_types_of(spec), tc.layer_types
+    assert tc.tie_word_embeddings == spec["tie_word_embeddings"]
     seed, prompt, g_ids, g_margins = choose_prompt(model, spec_info["seed"])
     logits = hf_logits(model, prompt)
     logits_unpatched = hf_logits(model, prompt, patched=False)
@@ -1095,14 +1103,14 @@ def main() -> int:
 
     common_ex = ["zero-centred (1+w) RMSNorm with random non-zero w (input/post_attention/final/q_norm/k_norm)",
                  "plain-weight gated RMSNorm (linear_attn.norm) around 1", "random A_log, dt_bias, conv1d",
-                 "partial RoPE (8 of 32 dims, NeoX halves, theta 1e7)", "attention output gate (per-head interleaved q_proj)",
+                 "partial RoPE (NeoX halves, theta 1e7; rotary dims: dims.rotary_dims)", "attention output gate (per-head interleaved q_proj)",
                  "GQA 4 q heads / 2 kv heads", "head_dim != hidden/heads"]
 
     if "tiny-wrapper-bf16" in names or any(n.startswith("tiny-mlx") for n in names):
         d = FIXTURES / SPEC_WRAPPER["name"]
         if "tiny-wrapper-bf16" in names or not d.exists():
             d = build_wrapper(SPEC_WRAPPER)
-            info = make_reference(d, {"seed": SPEC_WRAPPER["seed"], "storage": "bf16 (A_log f32), single file",
+            info = make_reference(d, {"spec": SPEC_WRAPPER, "seed": SPEC_WRAPPER["seed"], "storage": "bf16 (A_log f32), single file",
                                       "exercises": common_ex + [
                                           "published wrapper config (qwen3_5 / text_config qwen3_5_text, rope_parameters "
                                           "with mrope_section/mrope_interleaved, vision_config)",
@@ -1116,11 +1124,11 @@ def main() -> int:
 
     if "tiny-flat-f32-sharded" in names:
         d = build_sharded(SPEC_SHARDED)
-        info = make_reference(d, {"seed": SPEC_SHARDED["seed"], "storage": "f32, 3 shards + index",
+        info = make_reference(d, {"spec": SPEC_SHARDED, "seed": SPEC_SHARDED["seed"], "storage": "f32, 3 shards + index",
                                   "exercises": common_ex + [
                                       "flat qwen3_5_text / Qwen3_5ForCausalLM, keys model.* + lm_head.weight",
                                       "untied lm_head", "no layer_types: full_attention_interval 2 -> [L,F,L,F]",
-                                      "legacy top-level rope_theta / partial_rotary_factor, no rope_parameters",
+                                      "legacy top-level rope_theta / partial_rotary_factor (0.5 -> 16 rotary dims), no rope_parameters",
                                       "legacy torch_dtype key", "Hk=Hv=2, Dk=Dv=32",
                                       "3 shards + model.safetensors.index.json, one layer split across shards"]},
                               load_hf_text_f64(d), {}, native_check_factory(tol=1e-5))
@@ -1128,7 +1136,7 @@ def main() -> int:
 
     if "tiny-flat-f16-notok" in names:
         d = build_f16(SPEC_F16)
-        info = make_reference(d, {"seed": SPEC_F16["seed"], "storage": "f16, single file",
+        info = make_reference(d, {"spec": SPEC_F16, "seed": SPEC_F16["seed"], "storage": "f16, single file",
                                   "exercises": common_ex + [
                                       "flat config with rope_parameters (no mrope keys)", "f16 storage", "tied",
                                       "layer_types [F,L,L,F,L] (starts with full attention)",
@@ -1150,7 +1158,7 @@ def main() -> int:
         d = mlx_convert(src, "tiny-mlx-4bit", bits=4, group_size=64)
         sd, used = load_mlx_text_f64(d)
         dq = mlx_dequant_crosscheck(d, used)
-        info = make_reference(d, {"seed": 404, "mlx": True, "storage": "MLX affine 4-bit gs64",
+        info = make_reference(d, {"spec": SPEC_WRAPPER, "seed": 404, "mlx": True, "storage": "MLX affine 4-bit gs64",
                                   "exercises": mlx_common + ["uniform 4-bit gs64 (quantization + quantization_config)"]},
                               sd, {"max_abs_f64_unpack_vs_mx_dequantize_f32": dq,
                                    "quantized_modules": len(used)}, mlx_check)
@@ -1166,7 +1174,7 @@ def main() -> int:
         unq = sorted(k for k in raw_keys if k.endswith("in_proj_b.weight") and k[:-7] + ".scales" not in raw_keys)
         dq = mlx_dequant_crosscheck(d, used)
         combos = sorted({f"{b}bit/gs{g}" for b, g in used.values()})
-        info = make_reference(d, {"seed": 505, "mlx": True, "storage": "MLX affine mixed bits/group sizes",
+        info = make_reference(d, {"spec": SPEC_WRAPPER, "seed": 505, "mlx": True, "storage": "MLX affine mixed bits/group sizes",
                                   "exercises": mlx_common + [
                                       "per-module overrides in quantization{} keyed by module path",
                                       "bits 2,3,4,5,6,8 (3/5/6 straddle words) and group sizes 32,64,128",

@@ -275,7 +275,7 @@ CASES = [
             {"role": "user", "content": "Weather in Paris and Tokyo for 3 days?"},
             {
                 "role": "assistant",
-                "content": "",
+                "content": None,
                 "reasoning_content": "I need the tool twice.",
                 "tool_calls": [
                     {
@@ -371,6 +371,7 @@ FILTER_TEMPLATES = [
     "{{ x | tojson(indent=2) }}",
     "{{ x | tojson(ensure_ascii=true, sort_keys=true) }}",
     "{{ x | tojson(separators=(',', ':')) }}",
+    "{{ x | tojson(indent=1, separators=(', ', ': ')) }}|{{ x.b | tojson(indent='\\t') }}|{{ [] | tojson(indent=0) }}",
     "{{ x }}|{{ x.b }}|{{ x.f }}|{{ x.g }}|{{ none }}|{{ x.b[1] | string }}|{{ x.f | string }}",
     "{{ ' a b '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'xAy'.lower() }}|{{ x.get('zz', 'dflt') }}",
     "{%- for k, v in x | items %}{{ k }}={{ v }};{% endfor %}",

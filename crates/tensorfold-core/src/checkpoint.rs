@@ -50,7 +50,12 @@ pub struct Checkpoint {
 
 /// Maps a stored tensor name to its canonical name; `None` for tensors the text model does not use (vision).
 pub fn canonical_name(stored: &str) -> Option<String> {
-    for skip in ["model.visual.", "visual.", "vision_tower.", "model.vision_tower."] {
+    for skip in [
+        "model.visual.",
+        "visual.",
+        "vision_tower.",
+        "model.vision_tower.",
+    ] {
         if stored.starts_with(skip) {
             return None;
         }
@@ -125,7 +130,11 @@ impl Checkpoint {
                     return Err(CoreError::tensor(
                         file,
                         name,
-                        format!("duplicate of `{}` in {}", prev.stored_name, prev.file.display()),
+                        format!(
+                            "duplicate of `{}` in {}",
+                            prev.stored_name,
+                            prev.file.display()
+                        ),
                     ));
                 }
             }
@@ -155,16 +164,20 @@ impl Checkpoint {
     }
 
     pub fn entry(&self, name: &str) -> Result<&TensorEntry> {
-        self.tensors.get(name).ok_or_else(|| {
-            CoreError::tensor(&self.dir, name, "missing from the checkpoint")
-        })
+        self.tensors
+            .get(name)
+            .ok_or_else(|| CoreError::tensor(&self.dir, name, "missing from the checkpoint"))
     }
 
     /// A small dense tensor of exactly `len` elements (any shape whose product is `len`), converted to f32.
     pub fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>> {
         let e = self.entry(name)?;
         let StoredDType::Dense(dt) = e.dtype else {
-            return Err(CoreError::tensor(&e.file, &e.stored_name, "expected a float tensor, found U32"));
+            return Err(CoreError::tensor(
+                &e.file,
+                &e.stored_name,
+                "expected a float tensor, found U32",
+            ));
         };
         let n: usize = e.shape.iter().product();
         if n != len {
@@ -184,49 +197,101 @@ impl Checkpoint {
         let scales_name = format!("{module}.scales");
         if !self.has(&scales_name) {
             let StoredDType::Dense(dtype) = w.dtype else {
-                return Err(CoreError::tensor(&w.file, &w.stored_name, format!(
-                    "U32 codes without `{scales_name}`: incomplete quantized tensor")));
+                return Err(CoreError::tensor(
+                    &w.file,
+                    &w.stored_name,
+                    format!("U32 codes without `{scales_name}`: incomplete quantized tensor"),
+                ));
             };
             if w.shape != [rows, cols] {
-                return Err(CoreError::tensor(&w.file, &w.stored_name, format!(
-                    "expected shape [{rows}, {cols}], found {:?}", w.shape)));
+                return Err(CoreError::tensor(
+                    &w.file,
+                    &w.stored_name,
+                    format!("expected shape [{rows}, {cols}], found {:?}", w.shape),
+                ));
             }
-            return Ok(StoredMatrix::Dense { dtype, data: w.bytes.clone(), rows, cols });
+            return Ok(StoredMatrix::Dense {
+                dtype,
+                data: w.bytes.clone(),
+                rows,
+                cols,
+            });
         }
         let s = self.entry(&scales_name)?;
         let b = self.entry(&format!("{module}.biases"))?;
         let bad = |e: &TensorEntry, m: String| CoreError::tensor(&e.file, &e.stored_name, m);
         if w.dtype != StoredDType::U32 {
-            return Err(bad(w, format!("quantized weight must be U32 codes, found {}", w.dtype.name())));
+            return Err(bad(
+                w,
+                format!(
+                    "quantized weight must be U32 codes, found {}",
+                    w.dtype.name()
+                ),
+            ));
         }
         if w.shape.len() != 2 || w.shape[0] != rows || s.shape.len() != 2 || s.shape[0] != rows {
-            return Err(bad(w, format!(
-                "expected {rows} rows of codes and scales, found weight {:?} scales {:?}", w.shape, s.shape)));
+            return Err(bad(
+                w,
+                format!(
+                    "expected {rows} rows of codes and scales, found weight {:?} scales {:?}",
+                    w.shape, s.shape
+                ),
+            ));
         }
         if (w.shape[1] * 32) % cols != 0 {
-            return Err(bad(w, format!("{} packed words per row do not fit {cols} columns", w.shape[1])));
+            return Err(bad(
+                w,
+                format!(
+                    "{} packed words per row do not fit {cols} columns",
+                    w.shape[1]
+                ),
+            ));
         }
         let bits = (w.shape[1] * 32 / cols) as u32;
         if !SUPPORTED_BITS.contains(&bits) {
-            return Err(bad(w, format!("unsupported quantization bits {bits} (supported: 2, 3, 4, 5, 6, 8)")));
+            return Err(bad(
+                w,
+                format!("unsupported quantization bits {bits} (supported: 2, 3, 4, 5, 6, 8)"),
+            ));
         }
-        if s.shape[1] == 0 || cols % s.shape[1] != 0 {
-            return Err(bad(s, format!("{} groups per row do not divide {cols} columns", s.shape[1])));
+        if s.shape[1] == 0 || !cols.is_multiple_of(s.shape[1]) {
+            return Err(bad(
+                s,
+                format!("{} groups per row do not divide {cols} columns", s.shape[1]),
+            ));
         }
         let group_size = cols / s.shape[1];
         if !SUPPORTED_GROUPS.contains(&group_size) {
-            return Err(bad(s, format!("unsupported group size {group_size} (supported: 32, 64, 128)")));
+            return Err(bad(
+                s,
+                format!("unsupported group size {group_size} (supported: 32, 64, 128)"),
+            ));
         }
         let StoredDType::Dense(scale_dtype) = s.dtype else {
             return Err(bad(s, "scales must be float".into()));
         };
         if b.shape != s.shape || b.dtype != s.dtype {
-            return Err(bad(b, format!("biases {:?} {} do not match scales {:?} {}",
-                b.shape, b.dtype.name(), s.shape, s.dtype.name())));
+            return Err(bad(
+                b,
+                format!(
+                    "biases {:?} {} do not match scales {:?} {}",
+                    b.shape,
+                    b.dtype.name(),
+                    s.shape,
+                    s.dtype.name()
+                ),
+            ));
         }
         let declared = self.config.quant_params_for(
-            w.stored_name.strip_suffix(".weight").unwrap_or(&w.stored_name));
-        if let Some(QuantParams { bits: db, group_size: dg }) = declared {
+            w.stored_name
+                .strip_suffix(".weight")
+                .unwrap_or(&w.stored_name),
+        );
+        if let Some(QuantParams {
+            bits: db,
+            group_size: dg,
+        }) = declared
+        {
             if (db, dg) != (bits, group_size) {
                 return Err(bad(w, format!(
                     "config.json declares {db}-bit group {dg} but the tensor shapes say {bits}-bit group {group_size}")));
@@ -254,22 +319,31 @@ fn shard_files(dir: &Path) -> Result<Vec<(PathBuf, Vec<String>)>> {
             path: index.clone(),
             message: e.to_string(),
         })?;
-        let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| {
-            CoreError::checkpoint(&index, "missing `weight_map` object")
-        })?;
+        let map = v
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| CoreError::checkpoint(&index, "missing `weight_map` object"))?;
         let mut per_file: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (tensor, file) in map {
             let file = file.as_str().ok_or_else(|| {
                 CoreError::tensor(&index, tensor, "weight_map value is not a file name")
             })?;
-            per_file.entry(file.to_string()).or_default().push(tensor.clone());
+            per_file
+                .entry(file.to_string())
+                .or_default()
+                .push(tensor.clone());
         }
         let mut out = Vec::new();
         for (file, names) in per_file {
             let path = dir.join(&file);
             if !path.is_file() {
-                return Err(CoreError::checkpoint(&index, format!(
-                    "names shard `{file}` (for tensor `{}`), which does not exist", names[0])));
+                return Err(CoreError::checkpoint(
+                    &index,
+                    format!(
+                        "names shard `{file}` (for tensor `{}`), which does not exist",
+                        names[0]
+                    ),
+                ));
             }
             out.push((path, names));
         }
@@ -287,7 +361,10 @@ fn shard_files(dir: &Path) -> Result<Vec<(PathBuf, Vec<String>)>> {
         .collect();
     found.sort();
     if found.is_empty() {
-        return Err(CoreError::checkpoint(dir, "no *.safetensors files and no model.safetensors.index.json"));
+        return Err(CoreError::checkpoint(
+            dir,
+            "no *.safetensors files and no model.safetensors.index.json",
+        ));
     }
     Ok(found.into_iter().map(|p| (p, Vec::new())).collect())
 }

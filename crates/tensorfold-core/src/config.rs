@@ -92,7 +92,10 @@ impl ModelConfig {
             Some(_) => return Err(err("`text_config` is not an object".into())),
             None => top,
         };
-        let text_type = t.get("model_type").and_then(Value::as_str).unwrap_or(top_type);
+        let text_type = t
+            .get("model_type")
+            .and_then(Value::as_str)
+            .unwrap_or(top_type);
         match (top_type, text_type) {
             ("qwen3_5", _) | (_, "qwen3_5_text") => {}
             ("qwen3_5_moe", _) | (_, "qwen3_5_moe_text") => {
@@ -169,7 +172,7 @@ impl ModelConfig {
         let partial = rope_f64("partial_rotary_factor").unwrap_or(0.25);
         let head_dim = keys.usize("head_dim")?;
         let rotary_dim = (head_dim as f64 * partial).round() as usize;
-        if rotary_dim % 2 != 0 || rotary_dim > head_dim {
+        if !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             return Err(err(format!(
                 "partial_rotary_factor {partial} gives {rotary_dim} rotary dims of head_dim {head_dim}; need an even number ≤ head_dim"
             )));
@@ -204,7 +207,11 @@ impl ModelConfig {
             None => None,
         };
         let cfg = ModelConfig {
-            model_type: if top_type.is_empty() { text_type.to_string() } else { top_type.to_string() },
+            model_type: if top_type.is_empty() {
+                text_type.to_string()
+            } else {
+                top_type.to_string()
+            },
             vocab_size: keys.usize("vocab_size")?,
             hidden_size: keys.usize("hidden_size")?,
             intermediate_size: keys.usize("intermediate_size")?,
@@ -217,7 +224,10 @@ impl ModelConfig {
             linear_key_head_dim: keys.usize("linear_key_head_dim")?,
             linear_value_head_dim: keys.usize("linear_value_head_dim")?,
             conv_kernel: keys.usize_or("linear_conv_kernel_dim", 4)?,
-            rms_norm_eps: t.get("rms_norm_eps").and_then(Value::as_f64).unwrap_or(1e-6) as f32,
+            rms_norm_eps: t
+                .get("rms_norm_eps")
+                .and_then(Value::as_f64)
+                .unwrap_or(1e-6) as f32,
             rope_theta,
             rotary_dim,
             tie_word_embeddings: tie,
@@ -232,14 +242,20 @@ impl ModelConfig {
 
     fn validate(&self, path: &Path) -> Result<()> {
         let err = |m: String| Err(CoreError::config(path, m));
-        if self.num_key_value_heads == 0 || self.num_attention_heads % self.num_key_value_heads != 0 {
+        if self.num_key_value_heads == 0
+            || !self
+                .num_attention_heads
+                .is_multiple_of(self.num_key_value_heads)
+        {
             return err(format!(
                 "num_attention_heads {} is not a multiple of num_key_value_heads {}",
                 self.num_attention_heads, self.num_key_value_heads
             ));
         }
         if self.linear_num_key_heads == 0
-            || self.linear_num_value_heads % self.linear_num_key_heads != 0
+            || !self
+                .linear_num_value_heads
+                .is_multiple_of(self.linear_num_key_heads)
         {
             return err(format!(
                 "linear_num_value_heads {} is not a multiple of linear_num_key_heads {}",
@@ -270,10 +286,10 @@ fn parse_quantization(q: &Value, path: &Path) -> Result<QuantConfig> {
             .get("bits")
             .and_then(Value::as_u64)
             .ok_or_else(|| err(format!("{what}: missing `bits`")))? as u32;
-        let group_size = o
-            .get("group_size")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| err(format!("{what}: missing `group_size`")))? as usize;
+        let group_size =
+            o.get("group_size")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| err(format!("{what}: missing `group_size`")))? as usize;
         if !SUPPORTED_BITS.contains(&bits) {
             return Err(err(format!(
                 "{what}: unsupported quantization bits {bits} (supported: 2, 3, 4, 5, 6, 8)"
@@ -317,7 +333,10 @@ impl Keys<'_> {
     fn usize(&self, key: &str) -> Result<usize> {
         match self.t.get(key) {
             Some(v) => v.as_u64().map(|v| v as usize).ok_or_else(|| {
-                CoreError::config(self.path, format!("`{key}` is {v}, expected a non-negative integer"))
+                CoreError::config(
+                    self.path,
+                    format!("`{key}` is {v}, expected a non-negative integer"),
+                )
             }),
             None => Err(CoreError::config(self.path, format!("missing key `{key}`"))),
         }

@@ -19,7 +19,13 @@ pub struct SamplingParams {
 
 impl SamplingParams {
     pub fn greedy() -> Self {
-        SamplingParams { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, seed: 0 }
+        SamplingParams {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed: 0,
+        }
     }
 
     /// Checks ranges, so a bad request is an error before anything runs.
@@ -101,7 +107,9 @@ pub fn candidates(logits: &[f32], params: &SamplingParams) -> Vec<u32> {
         let (la, lb) = (logits[*a as usize], logits[*b as usize]);
         lb.total_cmp(&la).then(a.cmp(b))
     };
-    let mut ids: Vec<u32> = (0..logits.len() as u32).filter(|&i| !logits[i as usize].is_nan()).collect();
+    let mut ids: Vec<u32> = (0..logits.len() as u32)
+        .filter(|&i| !logits[i as usize].is_nan())
+        .collect();
     if ids.is_empty() {
         return vec![0];
     }
@@ -161,7 +169,13 @@ mod tests {
     use super::*;
 
     fn sampled(seed: u64) -> SamplingParams {
-        SamplingParams { temperature: 0.8, top_k: 0, top_p: 1.0, min_p: 0.0, seed }
+        SamplingParams {
+            temperature: 0.8,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed,
+        }
     }
 
     #[test]
@@ -184,7 +198,10 @@ mod tests {
         let b: Vec<u32> = (0..40).map(|p| draw(&logits, &sampled(5), p)).collect();
         assert_eq!(a, b);
         let distinct: std::collections::BTreeSet<_> = a.iter().collect();
-        assert!(distinct.len() > 3, "keyed draws should vary across positions: {a:?}");
+        assert!(
+            distinct.len() > 3,
+            "keyed draws should vary across positions: {a:?}"
+        );
         let c: Vec<u32> = (0..40).map(|p| draw(&logits, &sampled(6), p)).collect();
         assert_ne!(a, c);
     }
@@ -192,7 +209,10 @@ mod tests {
     #[test]
     fn keyed_draws_follow_the_softmax_distribution() {
         let logits = [0.0f32, (2.0f32).ln(), (3.0f32).ln()];
-        let params = SamplingParams { temperature: 1.0, ..sampled(1) };
+        let params = SamplingParams {
+            temperature: 1.0,
+            ..sampled(1)
+        };
         let mut counts = [0usize; 3];
         let n = 30_000;
         for p in 0..n {
@@ -207,7 +227,13 @@ mod tests {
     #[test]
     fn top_k_top_p_and_min_p_cut_the_candidates() {
         let logits = [4.0f32, 3.0, 2.0, 1.0, 0.0];
-        let p = |top_k, top_p, min_p| SamplingParams { temperature: 1.0, top_k, top_p, min_p, seed: 0 };
+        let p = |top_k, top_p, min_p| SamplingParams {
+            temperature: 1.0,
+            top_k,
+            top_p,
+            min_p,
+            seed: 0,
+        };
         assert_eq!(candidates(&logits, &p(2, 1.0, 0.0)), vec![0, 1]);
         // softmax: 0.636, 0.234, 0.086, ... → top_p 0.8 keeps two.
         assert_eq!(candidates(&logits, &p(0, 0.8, 0.0)), vec![0, 1]);
@@ -221,9 +247,24 @@ mod tests {
 
     #[test]
     fn invalid_parameters_are_refused() {
-        assert!(SamplingParams { temperature: -1.0, ..sampled(0) }.validate().is_err());
-        assert!(SamplingParams { top_p: 0.0, ..sampled(0) }.validate().is_err());
-        assert!(SamplingParams { min_p: 2.0, ..sampled(0) }.validate().is_err());
+        assert!(SamplingParams {
+            temperature: -1.0,
+            ..sampled(0)
+        }
+        .validate()
+        .is_err());
+        assert!(SamplingParams {
+            top_p: 0.0,
+            ..sampled(0)
+        }
+        .validate()
+        .is_err());
+        assert!(SamplingParams {
+            min_p: 2.0,
+            ..sampled(0)
+        }
+        .validate()
+        .is_err());
         assert!(sampled(0).validate().is_ok());
     }
 }

@@ -27,9 +27,12 @@ impl DenseDType {
     #[inline]
     pub fn read(self, data: &[u8], i: usize) -> f32 {
         match self {
-            DenseDType::F32 => {
-                f32::from_le_bytes([data[4 * i], data[4 * i + 1], data[4 * i + 2], data[4 * i + 3]])
-            }
+            DenseDType::F32 => f32::from_le_bytes([
+                data[4 * i],
+                data[4 * i + 1],
+                data[4 * i + 2],
+                data[4 * i + 3],
+            ]),
             DenseDType::F16 => {
                 half::f16::from_bits(u16::from_le_bytes([data[2 * i], data[2 * i + 1]])).to_f32()
             }
@@ -40,7 +43,9 @@ impl DenseDType {
     }
     /// Converts a whole little-endian byte slice to f32.
     pub fn to_f32_vec(self, data: &[u8]) -> Vec<f32> {
-        (0..data.len() / self.size()).map(|i| self.read(data, i)).collect()
+        (0..data.len() / self.size())
+            .map(|i| self.read(data, i))
+            .collect()
     }
 }
 
@@ -113,11 +118,19 @@ impl std::fmt::Debug for Bytes {
 
 impl Bytes {
     pub fn from_mmap(map: std::sync::Arc<memmap2::Mmap>, start: usize, len: usize) -> Self {
-        Bytes { owner: map, start, len }
+        Bytes {
+            owner: map,
+            start,
+            len,
+        }
     }
     pub fn from_vec(v: Vec<u8>) -> Self {
         let len = v.len();
-        Bytes { owner: std::sync::Arc::new(v), start: 0, len }
+        Bytes {
+            owner: std::sync::Arc::new(v),
+            start: 0,
+            len,
+        }
     }
 }
 
@@ -152,24 +165,36 @@ pub enum StoredMatrix {
 impl StoredMatrix {
     pub fn view(&self) -> MatrixRef<'_> {
         match self {
-            StoredMatrix::Dense { dtype, data, rows, cols } => MatrixRef::Dense {
+            StoredMatrix::Dense {
+                dtype,
+                data,
+                rows,
+                cols,
+            } => MatrixRef::Dense {
                 dtype: *dtype,
                 data,
                 rows: *rows,
                 cols: *cols,
             },
-            StoredMatrix::Affine { bits, group_size, codes, scales, biases, scale_dtype, rows, cols } => {
-                MatrixRef::Affine {
-                    bits: *bits,
-                    group_size: *group_size,
-                    codes,
-                    scales,
-                    biases,
-                    scale_dtype: *scale_dtype,
-                    rows: *rows,
-                    cols: *cols,
-                }
-            }
+            StoredMatrix::Affine {
+                bits,
+                group_size,
+                codes,
+                scales,
+                biases,
+                scale_dtype,
+                rows,
+                cols,
+            } => MatrixRef::Affine {
+                bits: *bits,
+                group_size: *group_size,
+                codes,
+                scales,
+                biases,
+                scale_dtype: *scale_dtype,
+                rows: *rows,
+                cols: *cols,
+            },
         }
     }
     pub fn rows(&self) -> usize {
@@ -182,7 +207,9 @@ impl StoredMatrix {
     pub fn format_label(&self) -> String {
         match self {
             StoredMatrix::Dense { dtype, .. } => dtype.name().to_string(),
-            StoredMatrix::Affine { bits, group_size, .. } => format!("MLX {bits}-bit g{group_size}"),
+            StoredMatrix::Affine {
+                bits, group_size, ..
+            } => format!("MLX {bits}-bit g{group_size}"),
         }
     }
 }

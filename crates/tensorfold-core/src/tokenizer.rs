@@ -176,6 +176,7 @@ pub struct StreamDecoder {
 }
 
 impl StreamDecoder {
+    /// A decoder for one stream; `skip_special` as in [`TextTokenizer::decode`].
     pub fn new(tokenizer: &TextTokenizer, skip_special: bool) -> StreamDecoder {
         StreamDecoder {
             tokenizer: tokenizer.clone(),

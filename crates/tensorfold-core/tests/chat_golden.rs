@@ -133,3 +133,27 @@ fn strftime_now_renders_a_date() {
     assert_eq!(text.len(), 10, "{text}");
     assert_eq!(text.matches('-').count(), 2, "{text}");
 }
+
+#[test]
+fn floats_print_as_python_repr() {
+    let template =
+        ChatTemplate::new("{% for f in xs %}{{ f }} {% endfor %}", vec![]).expect("compiles");
+    let xs = json!([
+        0.5,
+        1.0,
+        -2.0,
+        1e-5,
+        0.0001,
+        1e16,
+        1.5e16,
+        123456789012345.6,
+        0.30000000000000004,
+        -0.0,
+        2.5e-300,
+        7
+    ]);
+    let mut req = request(json!([]));
+    req.extra.insert("xs".into(), xs);
+    let want = "0.5 1.0 -2.0 1e-05 0.0001 1e+16 1.5e+16 123456789012345.6 0.30000000000000004 -0.0 2.5e-300 7 ";
+    assert_eq!(template.render(&req).expect("render"), want);
+}

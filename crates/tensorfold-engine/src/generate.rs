@@ -48,18 +48,27 @@ pub fn generate<B: Backend>(
     mut on_token: impl FnMut(u32) -> bool,
 ) -> Result<GenerateOutput> {
     if req.prompt.is_empty() {
-        return Err(CoreError::Invalid("the prompt is empty: at least one token is needed".into()));
+        return Err(CoreError::Invalid(
+            "the prompt is empty: at least one token is needed".into(),
+        ));
     }
     req.sampling.validate()?;
     let vocab = model.config.vocab_size;
     let mut slot = model.new_slot();
     let chunk = req.prefill_chunk.max(1);
     let started = Instant::now();
-    let mut prompt_logits = req.want_prompt_logits.then(|| Vec::with_capacity(req.prompt.len() * vocab));
+    let mut prompt_logits = req
+        .want_prompt_logits
+        .then(|| Vec::with_capacity(req.prompt.len() * vocab));
     let mut last = Vec::new();
     for (c, piece) in req.prompt.chunks(chunk).enumerate() {
         let base = c * chunk;
-        let rows: Vec<RowRef> = (0..piece.len()).map(|i| RowRef { slot: 0, pos: base + i }).collect();
+        let rows: Vec<RowRef> = (0..piece.len())
+            .map(|i| RowRef {
+                slot: 0,
+                pos: base + i,
+            })
+            .collect();
         let is_last = base + piece.len() == req.prompt.len();
         let wanted: Vec<usize> = if req.want_prompt_logits {
             (0..piece.len()).collect()

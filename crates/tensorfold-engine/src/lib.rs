@@ -3,4 +3,4 @@
 
 pub mod generate;
 
-pub use generate::{generate, FinishReason, GenerateRequest, GenerateOutput};
+pub use generate::{generate, FinishReason, GenerateOutput, GenerateRequest};

@@ -102,7 +102,9 @@ impl<B: Backend> Qwen35<B> {
             }
             backend.vector(&w)
         };
-        let plain = |name: &str, len: usize| -> Result<B::Vector> { backend.vector(&ck.vector(name, len)?) };
+        let plain = |name: &str, len: usize| -> Result<B::Vector> {
+            backend.vector(&ck.vector(name, len)?)
+        };
 
         let mut layers = Vec::with_capacity(c.num_layers());
         for (i, kind) in c.layer_types.iter().enumerate() {
@@ -194,7 +196,9 @@ impl<B: Backend> Qwen35<B> {
             .layers
             .iter()
             .map(|l| match l.mixer {
-                Mixer::Linear(_) => LayerState::Linear(self.backend.new_linear_state(&self.linear_spec)),
+                Mixer::Linear(_) => {
+                    LayerState::Linear(self.backend.new_linear_state(&self.linear_spec))
+                }
                 Mixer::Attn(_) => LayerState::Attn(self.backend.new_kv_state(&self.attn_spec)),
             })
             .collect();
@@ -213,20 +217,31 @@ impl<B: Backend> Qwen35<B> {
     ) -> Result<Vec<f32>> {
         let vocab = self.config.vocab_size;
         if rows.len() != tokens.len() {
-            return Err(CoreError::Invalid(format!("{} rows but {} tokens", rows.len(), tokens.len())));
+            return Err(CoreError::Invalid(format!(
+                "{} rows but {} tokens",
+                rows.len(),
+                tokens.len()
+            )));
         }
         let mut next = slots.iter().map(|s| s.len).collect::<Vec<_>>();
         for (r, &t) in rows.iter().zip(tokens) {
             if r.slot >= slots.len() || r.pos != next[r.slot] {
-                return Err(CoreError::Invalid(format!("row {r:?} does not continue its slot")));
+                return Err(CoreError::Invalid(format!(
+                    "row {r:?} does not continue its slot"
+                )));
             }
             if t as usize >= vocab {
-                return Err(CoreError::Invalid(format!("token id {t} is outside the vocabulary ({vocab})")));
+                return Err(CoreError::Invalid(format!(
+                    "token id {t} is outside the vocabulary ({vocab})"
+                )));
             }
             next[r.slot] += 1;
         }
         if let Some(&bad) = logit_rows.iter().find(|&&i| i >= rows.len()) {
-            return Err(CoreError::Invalid(format!("logit row {bad} of {} rows", rows.len())));
+            return Err(CoreError::Invalid(format!(
+                "logit row {bad} of {} rows",
+                rows.len()
+            )));
         }
         let be = &self.backend;
         let eps = self.config.rms_norm_eps;
@@ -239,7 +254,9 @@ impl<B: Backend> Qwen35<B> {
                         .iter_mut()
                         .map(|s| match &mut s.layers[li] {
                             LayerState::Linear(x) => x,
-                            LayerState::Attn(_) => unreachable!("slot state built from the same layer list"),
+                            LayerState::Attn(_) => {
+                                unreachable!("slot state built from the same layer list")
+                            }
                         })
                         .collect();
                     let y = be.gated_deltanet(
@@ -258,7 +275,9 @@ impl<B: Backend> Qwen35<B> {
                         .iter_mut()
                         .map(|s| match &mut s.layers[li] {
                             LayerState::Attn(x) => x,
-                            LayerState::Linear(_) => unreachable!("slot state built from the same layer list"),
+                            LayerState::Linear(_) => {
+                                unreachable!("slot state built from the same layer list")
+                            }
                         })
                         .collect();
                     let y = be.gated_attention(
@@ -274,7 +293,10 @@ impl<B: Backend> Qwen35<B> {
             };
             be.add_assign(&mut h, &mixed);
             let u = be.rms_norm(&h, &layer.post_norm, eps);
-            let act = be.swiglu(&be.project(&u, &layer.mlp.gate), &be.project(&u, &layer.mlp.up));
+            let act = be.swiglu(
+                &be.project(&u, &layer.mlp.gate),
+                &be.project(&u, &layer.mlp.up),
+            );
             be.add_assign(&mut h, &be.project(&act, &layer.mlp.down));
         }
         for (slot, n) in slots.iter_mut().zip(next) {

@@ -28,12 +28,27 @@ fn read_reference(dir: &Path) -> Reference {
     let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference.safetensors");
     let st = safetensors::SafeTensors::deserialize(&bytes).expect("valid reference");
     let i64s = |n: &str| -> Vec<u32> {
-        st.tensor(n).expect(n).data().chunks(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32).collect()
+        st.tensor(n)
+            .expect(n)
+            .data()
+            .chunks(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
+            .collect()
     };
     let f64s = |n: &str| -> Vec<f64> {
-        st.tensor(n).expect(n).data().chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+        st.tensor(n)
+            .expect(n)
+            .data()
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
     };
-    Reference { prompt: i64s("prompt_ids"), logits: f64s("logits"), greedy: i64s("greedy_ids"), margins: f64s("greedy_margins") }
+    Reference {
+        prompt: i64s("prompt_ids"),
+        logits: f64s("logits"),
+        greedy: i64s("greedy_ids"),
+        margins: f64s("greedy_margins"),
+    }
 }
 
 struct Outcome {
@@ -48,15 +63,27 @@ fn check_fixture(dir: &Path) -> Outcome {
     let r = read_reference(dir);
     let vocab = model.config.vocab_size;
     let mut slot = model.new_slot();
-    let rows: Vec<RowRef> = (0..r.prompt.len()).map(|pos| RowRef { slot: 0, pos }).collect();
+    let rows: Vec<RowRef> = (0..r.prompt.len())
+        .map(|pos| RowRef { slot: 0, pos })
+        .collect();
     let all: Vec<usize> = (0..r.prompt.len()).collect();
-    let logits = model.forward(&rows, &r.prompt, &mut [&mut slot], &all).expect("forward");
+    let logits = model
+        .forward(&rows, &r.prompt, &mut [&mut slot], &all)
+        .expect("forward");
     assert_eq!(logits.len(), r.logits.len(), "logit count");
-    let max_diff = logits.iter().zip(&r.logits).map(|(&a, &b)| (a as f64 - b).abs()).fold(0.0, f64::max);
+    let max_diff = logits
+        .iter()
+        .zip(&r.logits)
+        .map(|(&a, &b)| (a as f64 - b).abs())
+        .fold(0.0, f64::max);
     // Greedy continuation from the slot's state, one row per token.
     let mut last = logits[logits.len() - vocab..].to_vec();
     let mut equal = 0;
-    let comparable = r.margins.iter().position(|&m| m < NEAR_TIE).unwrap_or(r.greedy.len());
+    let comparable = r
+        .margins
+        .iter()
+        .position(|&m| m < NEAR_TIE)
+        .unwrap_or(r.greedy.len());
     for (i, &want) in r.greedy.iter().enumerate().take(comparable) {
         let got = argmax(&last);
         if got != want {
@@ -64,9 +91,15 @@ fn check_fixture(dir: &Path) -> Outcome {
         }
         equal += 1;
         let pos = r.prompt.len() + i;
-        last = model.forward(&[RowRef { slot: 0, pos }], &[got], &mut [&mut slot], &[0]).expect("decode");
+        last = model
+            .forward(&[RowRef { slot: 0, pos }], &[got], &mut [&mut slot], &[0])
+            .expect("decode");
     }
-    Outcome { max_diff, equal_greedy: equal, comparable }
+    Outcome {
+        max_diff,
+        equal_greedy: equal,
+        comparable,
+    }
 }
 
 #[test]
@@ -77,19 +110,31 @@ fn every_fixture_matches_its_float64_reference() {
         .filter(|p| p.join("reference.safetensors").is_file())
         .collect();
     dirs.sort();
-    assert!(dirs.len() >= 3, "expected the committed fixtures, found {dirs:?}");
+    assert!(
+        dirs.len() >= 3,
+        "expected the committed fixtures, found {dirs:?}"
+    );
     println!("| fixture | max abs logit diff | greedy tokens equal | before first near-tie |");
     println!("|---|---|---|---|");
     let mut failures = Vec::new();
     for dir in &dirs {
         let o = check_fixture(dir);
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        println!("| {name} | {:.2e} | {} | {} |", o.max_diff, o.equal_greedy, o.comparable);
+        println!(
+            "| {name} | {:.2e} | {} | {} |",
+            o.max_diff, o.equal_greedy, o.comparable
+        );
         if o.max_diff > LOGIT_TOL {
-            failures.push(format!("{name}: max logit diff {:.3e} > {LOGIT_TOL:e}", o.max_diff));
+            failures.push(format!(
+                "{name}: max logit diff {:.3e} > {LOGIT_TOL:e}",
+                o.max_diff
+            ));
         }
         if o.equal_greedy < o.comparable {
-            failures.push(format!("{name}: greedy diverged at token {} of {}", o.equal_greedy, o.comparable));
+            failures.push(format!(
+                "{name}: greedy diverged at token {} of {}",
+                o.equal_greedy, o.comparable
+            ));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

@@ -35,7 +35,10 @@ pub fn read_bandwidth() -> f64 {
     let mut best = 0.0f64;
     for _ in 0..5 {
         let t = Instant::now();
-        let sum: u64 = buf.par_chunks(1 << 16).map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_add(b))).sum();
+        let sum: u64 = buf
+            .par_chunks(1 << 16)
+            .map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_add(b)))
+            .sum();
         let secs = t.elapsed().as_secs_f64();
         std::hint::black_box(sum);
         best = best.max((words * 8) as f64 / secs);
@@ -50,7 +53,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let ck = crate::run::open_checkpoint(&dir)?;
     let model = Qwen35::load(&ck, CpuBackend)?;
     let vocab = model.config.vocab_size as u32;
-    let prompt: Vec<u32> = (0..args.prompt_tokens as u32).map(|i| (i * 7919 + 13) % vocab.min(240_000)).collect();
+    let prompt: Vec<u32> = (0..args.prompt_tokens as u32)
+        .map(|i| (i * 7919 + 13) % vocab.min(240_000))
+        .collect();
     let req = GenerateRequest {
         prompt,
         max_tokens: args.decode_tokens + 1,
@@ -69,8 +74,17 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     let bytes = model.weight_bytes_per_row as f64;
     let bound = bw / bytes;
-    println!("model: {} ({}), backend {}", dir.display(), model.format, model.backend_name());
-    println!("read bandwidth: {:.1} GB/s; weights read per decode row: {:.3} GB", bw / 1e9, bytes / 1e9);
+    println!(
+        "model: {} ({}), backend {}",
+        dir.display(),
+        model.format,
+        model.backend_name()
+    );
+    println!(
+        "read bandwidth: {:.1} GB/s; weights read per decode row: {:.3} GB",
+        bw / 1e9,
+        bytes / 1e9
+    );
     println!(
         "| prefill tok/s ({} tok) | decode tok/s | bandwidth bound tok/s | decode / bound | token_sha (each repeat) |",
         args.prompt_tokens

@@ -9,7 +9,11 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "tensorfold", version, about = "Exact speculative decoding for Qwen3.5 hybrid models")]
+#[command(
+    name = "tensorfold",
+    version,
+    about = "Exact speculative decoding for Qwen3.5 hybrid models"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

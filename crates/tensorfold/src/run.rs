@@ -61,7 +61,9 @@ pub struct RunArgs {
 pub fn init_threads(threads: Option<usize>) {
     if let Some(n) = threads {
         // Ignored if the global pool already exists (tests call this more than once).
-        let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global();
     }
 }
 
@@ -89,9 +91,14 @@ pub fn run(args: RunArgs) -> Result<()> {
         (Some(ids), _) => ids.clone(),
         (None, text) => {
             let Some(tok) = tokenizer.as_ref() else {
-                bail!("{}: no tokenizer.json, so the prompt must be given as --prompt-ids", dir.display());
+                bail!(
+                    "{}: no tokenizer.json, so the prompt must be given as --prompt-ids",
+                    dir.display()
+                );
             };
-            let text = text.clone().unwrap_or_else(|| "The quick brown fox".to_string());
+            let text = text
+                .clone()
+                .unwrap_or_else(|| "The quick brown fox".to_string());
             let text = if args.chat {
                 let template = ChatTemplate::from_dir(&dir)?
                     .with_context(|| format!("{}: --chat needs a chat template", dir.display()))?;
@@ -201,8 +208,9 @@ pub fn run(args: RunArgs) -> Result<()> {
 
 fn write_logits(path: &Path, logits: &[f32], rows: usize, vocab: usize) -> Result<()> {
     let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, vocab], &bytes)
-        .context("building the prompt_logits tensor")?;
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, vocab], &bytes)
+            .context("building the prompt_logits tensor")?;
     safetensors::serialize_to_file([("prompt_logits", view)], None, path)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())

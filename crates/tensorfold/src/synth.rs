@@ -54,7 +54,16 @@ struct Dims {
 }
 
 fn dims(shape: Shape) -> Dims {
-    let d = |hidden, layers, inter, heads, kv, hk, hv, tied| Dims { hidden, layers, inter, heads, kv, hk, hv, tied };
+    let d = |hidden, layers, inter, heads, kv, hk, hv, tied| Dims {
+        hidden,
+        layers,
+        inter,
+        heads,
+        kv,
+        hk,
+        hv,
+        tied,
+    };
     match shape {
         Shape::Q0_8b => d(1024, 24, 3584, 8, 2, 16, 16, true),
         Shape::Q2b => d(2048, 24, 6144, 8, 2, 16, 16, true),
@@ -88,10 +97,19 @@ struct Planned {
 }
 
 fn plan(d: &Dims, layers: usize, mlx: bool) -> Vec<Planned> {
-    let (pre, head) = if mlx { ("language_model.model.", "language_model.lm_head") } else { ("model.language_model.", "lm_head") };
+    let (pre, head) = if mlx {
+        ("language_model.model.", "language_model.lm_head")
+    } else {
+        ("model.language_model.", "lm_head")
+    };
     let mut v = Vec::new();
     let mut lin = |name: String, rows: usize, cols: usize| {
-        v.push(Planned { name, shape: vec![rows, cols], fill: Fill::Weight, quantized: mlx })
+        v.push(Planned {
+            name,
+            shape: vec![rows, cols],
+            fill: Fill::Weight,
+            quantized: mlx,
+        })
     };
     let h = d.hidden;
     lin(format!("{pre}embed_tokens"), VOCAB, h);
@@ -121,29 +139,71 @@ fn plan(d: &Dims, layers: usize, mlx: bool) -> Vec<Planned> {
     }
     // Zero-centred norms: HF stores w = 0 (applied as 1 + w); MLX stores 1 + w = 1.
     let norm = if mlx { 1.0 } else { 0.0 };
-    let mut small = |name: String, shape: Vec<usize>, fill: Fill| v.push(Planned { name, shape, fill, quantized: false });
+    let mut small = |name: String, shape: Vec<usize>, fill: Fill| {
+        v.push(Planned {
+            name,
+            shape,
+            fill,
+            quantized: false,
+        })
+    };
     small(format!("{pre}norm.weight"), vec![h], Fill::Const(norm));
     for i in 0..layers {
         let p = format!("{pre}layers.{i}");
-        small(format!("{p}.input_layernorm.weight"), vec![h], Fill::Const(norm));
-        small(format!("{p}.post_attention_layernorm.weight"), vec![h], Fill::Const(norm));
+        small(
+            format!("{p}.input_layernorm.weight"),
+            vec![h],
+            Fill::Const(norm),
+        );
+        small(
+            format!("{p}.post_attention_layernorm.weight"),
+            vec![h],
+            Fill::Const(norm),
+        );
         if (i + 1) % 4 == 0 {
-            small(format!("{p}.self_attn.q_norm.weight"), vec![HEAD_DIM], Fill::Const(norm));
-            small(format!("{p}.self_attn.k_norm.weight"), vec![HEAD_DIM], Fill::Const(norm));
+            small(
+                format!("{p}.self_attn.q_norm.weight"),
+                vec![HEAD_DIM],
+                Fill::Const(norm),
+            );
+            small(
+                format!("{p}.self_attn.k_norm.weight"),
+                vec![HEAD_DIM],
+                Fill::Const(norm),
+            );
         } else {
-            let conv_shape = if mlx { vec![conv, CONV_K, 1] } else { vec![conv, 1, CONV_K] };
-            small(format!("{p}.linear_attn.conv1d.weight"), conv_shape, Fill::Small);
+            let conv_shape = if mlx {
+                vec![conv, CONV_K, 1]
+            } else {
+                vec![conv, 1, CONV_K]
+            };
+            small(
+                format!("{p}.linear_attn.conv1d.weight"),
+                conv_shape,
+                Fill::Small,
+            );
             small(format!("{p}.linear_attn.A_log"), vec![d.hv], Fill::Small);
             small(format!("{p}.linear_attn.dt_bias"), vec![d.hv], Fill::Small);
-            small(format!("{p}.linear_attn.norm.weight"), vec![LIN_DIM], Fill::Const(1.0));
+            small(
+                format!("{p}.linear_attn.norm.weight"),
+                vec![LIN_DIM],
+                Fill::Const(1.0),
+            );
         }
     }
     v
 }
 
 fn config(shape: Shape, d: &Dims, layers: usize, mlx: bool) -> serde_json::Value {
-    let layer_types: Vec<&str> =
-        (0..layers).map(|i| if (i + 1) % 4 == 0 { "full_attention" } else { "linear_attention" }).collect();
+    let layer_types: Vec<&str> = (0..layers)
+        .map(|i| {
+            if (i + 1) % 4 == 0 {
+                "full_attention"
+            } else {
+                "linear_attention"
+            }
+        })
+        .collect();
     let mut cfg = json!({
         "architectures": ["Qwen3_5ForConditionalGeneration"],
         "model_type": "qwen3_5",
@@ -187,7 +247,9 @@ impl Noise {
 }
 
 fn bf16_bytes(values: impl Iterator<Item = f32>) -> Vec<u8> {
-    values.flat_map(|v| half::bf16::from_f32(v).to_bits().to_le_bytes()).collect()
+    values
+        .flat_map(|v| half::bf16::from_f32(v).to_bits().to_le_bytes())
+        .collect()
 }
 
 /// The stored tensors of one planned entry: (name, dtype, shape, bytes).
@@ -200,23 +262,41 @@ fn materialize(p: &Planned, noise: &mut Noise) -> Vec<(String, &'static str, Vec
     if p.quantized {
         let (rows, cols) = (p.shape[0], p.shape[1]);
         let words = rows * cols / 8;
-        let codes: Vec<u8> = (0..words / 2).flat_map(|_| noise.next().to_le_bytes()).collect();
+        let codes: Vec<u8> = (0..words / 2)
+            .flat_map(|_| noise.next().to_le_bytes())
+            .collect();
         let groups = rows * cols / GROUP;
         // Codes 0..15 around the middle: w = s·q + b with b = −7.5·s spans [−7.5s, 7.5s].
         let s = std * 1.7 / 7.5;
         let scales = bf16_bytes(std::iter::repeat_n(s, groups));
         let biases = bf16_bytes(std::iter::repeat_n(-7.5 * s, groups));
         return vec![
-            (format!("{}.weight", p.name), "U32", vec![rows, cols / 8], codes),
-            (format!("{}.scales", p.name), "BF16", vec![rows, cols / GROUP], scales),
-            (format!("{}.biases", p.name), "BF16", vec![rows, cols / GROUP], biases),
+            (
+                format!("{}.weight", p.name),
+                "U32",
+                vec![rows, cols / 8],
+                codes,
+            ),
+            (
+                format!("{}.scales", p.name),
+                "BF16",
+                vec![rows, cols / GROUP],
+                scales,
+            ),
+            (
+                format!("{}.biases", p.name),
+                "BF16",
+                vec![rows, cols / GROUP],
+                biases,
+            ),
         ];
     }
-    let name = if p.name.ends_with(".weight") || p.name.contains("A_log") || p.name.contains("dt_bias") {
-        p.name.clone()
-    } else {
-        format!("{}.weight", p.name)
-    };
+    let name =
+        if p.name.ends_with(".weight") || p.name.contains("A_log") || p.name.contains("dt_bias") {
+            p.name.clone()
+        } else {
+            format!("{}.weight", p.name)
+        };
     let bytes = match p.fill {
         Fill::Weight => bf16_bytes((0..n).map(|_| noise.uniform(std * 1.7))),
         Fill::Const(c) => bf16_bytes(std::iter::repeat_n(c, n)),
@@ -227,25 +307,36 @@ fn materialize(p: &Planned, noise: &mut Noise) -> Vec<(String, &'static str, Vec
 
 /// Writes one safetensors file by hand (8-byte header length, JSON header, data) so tensors can be generated
 /// and streamed one at a time instead of holding a whole multi-GB shard in memory.
-fn write_shard(path: &Path, tensors: &[(String, &'static str, Vec<usize>, usize)], mut fill: impl FnMut(usize) -> Vec<u8>) -> Result<()> {
+fn write_shard(
+    path: &Path,
+    tensors: &[(String, &'static str, Vec<usize>, usize)],
+    mut fill: impl FnMut(usize) -> Vec<u8>,
+) -> Result<()> {
     let mut header = serde_json::Map::new();
     let mut offset = 0usize;
     for (name, dtype, shape, len) in tensors {
-        header.insert(name.clone(), json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len]}));
+        header.insert(
+            name.clone(),
+            json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len]}),
+        );
         offset += len;
     }
     let mut text = serde_json::Value::Object(header).to_string();
     while text.len() % 8 != 0 {
         text.push(' ');
     }
-    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = BufWriter::with_capacity(1 << 22, file);
     w.write_all(&(text.len() as u64).to_le_bytes())?;
     w.write_all(text.as_bytes())?;
     for (i, (name, _, _, len)) in tensors.iter().enumerate() {
         let bytes = fill(i);
         if bytes.len() != *len {
-            bail!("internal: tensor {name} produced {} bytes, planned {len}", bytes.len());
+            bail!(
+                "internal: tensor {name} produced {} bytes, planned {len}",
+                bytes.len()
+            );
         }
         w.write_all(&bytes)?;
     }
@@ -257,7 +348,8 @@ pub fn synth(args: SynthArgs) -> Result<()> {
     let d = dims(args.shape);
     let layers = args.layers.unwrap_or(d.layers);
     let mlx = args.format == Format::Mlx4;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
     let planned = plan(&d, layers, mlx);
     // Materialize lazily in plan order, grouping into shards by stored size.
     let mut noise = Noise(args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
@@ -265,12 +357,16 @@ pub fn synth(args: SynthArgs) -> Result<()> {
     let mut shard_bytes = 0usize;
     let mut weight_map = serde_json::Map::new();
     let mut total = 0usize;
-    let flush = |idx: usize, tensors: &[(String, &'static str, Vec<usize>, Vec<u8>)]| -> Result<String> {
-        let name = format!("model-{:05}.safetensors", idx + 1);
-        let meta: Vec<_> = tensors.iter().map(|(n, d, s, b)| (n.clone(), *d, s.clone(), b.len())).collect();
-        write_shard(&args.out.join(&name), &meta, |i| tensors[i].3.clone())?;
-        Ok(name)
-    };
+    let flush =
+        |idx: usize, tensors: &[(String, &'static str, Vec<usize>, Vec<u8>)]| -> Result<String> {
+            let name = format!("model-{:05}.safetensors", idx + 1);
+            let meta: Vec<_> = tensors
+                .iter()
+                .map(|(n, d, s, b)| (n.clone(), *d, s.clone(), b.len()))
+                .collect();
+            write_shard(&args.out.join(&name), &meta, |i| tensors[i].3.clone())?;
+            Ok(name)
+        };
     let mut names = Vec::new();
     for p in &planned {
         for t in materialize(p, &mut noise) {
@@ -299,8 +395,19 @@ pub fn synth(args: SynthArgs) -> Result<()> {
         names.push(name);
     }
     let index = json!({"metadata": {"total_size": total}, "weight_map": weight_map});
-    std::fs::write(args.out.join("model.safetensors.index.json"), serde_json::to_string_pretty(&index)?)?;
-    std::fs::write(args.out.join("config.json"), serde_json::to_string_pretty(&config(args.shape, &d, layers, mlx))?)?;
-    eprintln!("wrote {} ({} files, {:.2} GB of tensors)", args.out.display(), names.len(), total as f64 / 1e9);
+    std::fs::write(
+        args.out.join("model.safetensors.index.json"),
+        serde_json::to_string_pretty(&index)?,
+    )?;
+    std::fs::write(
+        args.out.join("config.json"),
+        serde_json::to_string_pretty(&config(args.shape, &d, layers, mlx))?,
+    )?;
+    eprintln!(
+        "wrote {} ({} files, {:.2} GB of tensors)",
+        args.out.display(),
+        names.len(),
+        total as f64 / 1e9
+    );
     Ok(())
 }

@@ -16,7 +16,11 @@ pub struct CpuKv {
 
 impl CpuKv {
     pub fn new(spec: &AttnSpec) -> Self {
-        CpuKv { keys: Vec::new(), values: Vec::new(), row: spec.kv_heads * spec.head_dim }
+        CpuKv {
+            keys: Vec::new(),
+            values: Vec::new(),
+            row: spec.kv_heads * spec.head_dim,
+        }
     }
     pub fn len(&self) -> usize {
         self.keys.len() / self.row
@@ -78,32 +82,44 @@ pub(super) fn gated_attention(
     let scale = 1.0 / (hd as f32).sqrt();
     let states: Vec<&CpuKv> = states.iter().map(|s| &**s).collect();
     let mut out = CpuAct::zeros(rows.len(), s.heads * hd);
-    out.data.par_chunks_mut(hd).enumerate().for_each(|(idx, o)| {
-        let (i, h) = (idx / s.heads, idx % s.heads);
-        let r = rows[i];
-        let kv = states[r.slot];
-        let qrow = qg.row(i);
-        let mut q = qrow[h * 2 * hd..h * 2 * hd + hd].to_vec();
-        let gate = &qrow[h * 2 * hd + hd..(h + 1) * 2 * hd];
-        norm_head(&mut q, &p.q_norm, p.eps);
-        rope(&mut q, r.pos, s.rotary_dim, s.rope_theta);
-        let kvh = h / group;
-        let n = r.pos + 1;
-        let mut scores: Vec<f32> = (0..n)
-            .map(|t| dot_f32(&q, &kv.keys[t * kv_row + kvh * hd..t * kv_row + (kvh + 1) * hd]) * scale)
-            .collect();
-        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f32;
-        for sc in scores.iter_mut() {
-            *sc = (*sc - max).exp();
-            sum += *sc;
-        }
-        for (t, &w) in scores.iter().enumerate() {
-            axpy_f32(w / sum, &kv.values[t * kv_row + kvh * hd..t * kv_row + (kvh + 1) * hd], o);
-        }
-        for (e, &g) in o.iter_mut().zip(gate) {
-            *e *= sigmoid(g);
-        }
-    });
+    out.data
+        .par_chunks_mut(hd)
+        .enumerate()
+        .for_each(|(idx, o)| {
+            let (i, h) = (idx / s.heads, idx % s.heads);
+            let r = rows[i];
+            let kv = states[r.slot];
+            let qrow = qg.row(i);
+            let mut q = qrow[h * 2 * hd..h * 2 * hd + hd].to_vec();
+            let gate = &qrow[h * 2 * hd + hd..(h + 1) * 2 * hd];
+            norm_head(&mut q, &p.q_norm, p.eps);
+            rope(&mut q, r.pos, s.rotary_dim, s.rope_theta);
+            let kvh = h / group;
+            let n = r.pos + 1;
+            let mut scores: Vec<f32> = (0..n)
+                .map(|t| {
+                    dot_f32(
+                        &q,
+                        &kv.keys[t * kv_row + kvh * hd..t * kv_row + (kvh + 1) * hd],
+                    ) * scale
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0f32;
+            for sc in scores.iter_mut() {
+                *sc = (*sc - max).exp();
+                sum += *sc;
+            }
+            for (t, &w) in scores.iter().enumerate() {
+                axpy_f32(
+                    w / sum,
+                    &kv.values[t * kv_row + kvh * hd..t * kv_row + (kvh + 1) * hd],
+                    o,
+                );
+            }
+            for (e, &g) in o.iter_mut().zip(gate) {
+                *e *= sigmoid(g);
+            }
+        });
     out
 }

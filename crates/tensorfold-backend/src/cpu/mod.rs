@@ -22,7 +22,11 @@ pub struct CpuAct {
 
 impl CpuAct {
     pub fn zeros(rows: usize, cols: usize) -> Self {
-        CpuAct { rows, cols, data: vec![0.0; rows * cols] }
+        CpuAct {
+            rows,
+            cols,
+            data: vec![0.0; rows * cols],
+        }
     }
     pub fn row(&self, r: usize) -> &[f32] {
         &self.data[r * self.cols..(r + 1) * self.cols]
@@ -54,7 +58,11 @@ impl Backend for CpuBackend {
     type KvState = CpuKv;
 
     fn name(&self) -> String {
-        format!("cpu ({} threads, {})", rayon::current_num_threads(), kernels::simd_level())
+        format!(
+            "cpu ({} threads, {})",
+            rayon::current_num_threads(),
+            kernels::simd_level()
+        )
     }
     fn matrix(&self, m: &StoredMatrix) -> Result<StoredMatrix> {
         Ok(m.clone())
@@ -76,9 +84,12 @@ impl Backend for CpuBackend {
         let view = table.view();
         let cols = view.cols();
         let mut out = CpuAct::zeros(ids.len(), cols);
-        out.data.par_chunks_mut(cols).zip(ids.par_iter()).for_each(|(row, &id)| {
-            kernels::matrix_row(&view, id as usize, row);
-        });
+        out.data
+            .par_chunks_mut(cols)
+            .zip(ids.par_iter())
+            .for_each(|(row, &id)| {
+                kernels::matrix_row(&view, id as usize, row);
+            });
         out
     }
 
@@ -108,8 +119,17 @@ impl Backend for CpuBackend {
     }
 
     fn swiglu(&self, gate: &CpuAct, up: &CpuAct) -> CpuAct {
-        let data = gate.data.iter().zip(&up.data).map(|(&g, &u)| silu(g) * u).collect();
-        CpuAct { rows: gate.rows, cols: gate.cols, data }
+        let data = gate
+            .data
+            .iter()
+            .zip(&up.data)
+            .map(|(&g, &u)| silu(g) * u)
+            .collect();
+        CpuAct {
+            rows: gate.rows,
+            cols: gate.cols,
+            data,
+        }
     }
 
     fn select_rows(&self, x: &CpuAct, rows: &[usize]) -> CpuAct {
@@ -117,7 +137,11 @@ impl Backend for CpuBackend {
         for &r in rows {
             data.extend_from_slice(x.row(r));
         }
-        CpuAct { rows: rows.len(), cols: x.cols, data }
+        CpuAct {
+            rows: rows.len(),
+            cols: x.cols,
+            data,
+        }
     }
 
     fn gated_deltanet(

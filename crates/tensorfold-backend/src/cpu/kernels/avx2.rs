@@ -2,6 +2,7 @@
 //! horizontal sum, so an output's bits depend only on its weight row and its x row, never on the tile.
 #![allow(clippy::needless_range_loop)]
 
+use super::Block;
 use std::arch::x86_64::*;
 use tensorfold_core::DenseDType;
 
@@ -26,9 +27,22 @@ unsafe fn load8<const DT: u8>(p: *const u8) -> __m256 {
     match DT {
         F32 => _mm256_loadu_ps(p.cast()),
         F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
-        _ => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast())))),
+        _ => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
+            _mm_loadu_si128(p.cast()),
+        ))),
     }
 }
+
+/// Lane masks for a partial 16-column step of `rem` columns: windows at 16 - rem and 24 - rem.
+static TAIL_MASK: [i32; 32] = {
+    let mut m = [0i32; 32];
+    let mut i = 0;
+    while i < 16 {
+        m[i] = -1;
+        i += 1;
+    }
+    m
+};
 
 /// One element, converted exactly as `load8` does.
 #[inline]
@@ -54,7 +68,11 @@ unsafe fn hsum(v: __m256) -> f32 {
 /// acc1; a final partial step reads zero-padded copies; the result is hsum(acc0 + acc1).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dense_dots<const DT: u8, const N: usize>(w: *const u8, xs: *const f32, cols: usize) -> [f32; N] {
+unsafe fn dense_dots<const DT: u8, const N: usize>(
+    w: *const u8,
+    xs: *const f32,
+    cols: usize,
+) -> [f32; N] {
     let sz = if DT == F32 { 4 } else { 2 };
     let mut a0 = [_mm256_setzero_ps(); N];
     let mut a1 = [_mm256_setzero_ps(); N];
@@ -71,18 +89,27 @@ unsafe fn dense_dots<const DT: u8, const N: usize>(w: *const u8, xs: *const f32,
         c += 16;
     }
     if c < cols {
+        // Masked-off lanes read as zero: the same as a zero-padded step, without touching memory past the end.
         let rem = cols - c;
-        let mut wb = [0f32; 16];
-        for (i, v) in wb[..rem].iter_mut().enumerate() {
-            *v = load1::<DT>(w.add((c + i) * sz));
-        }
-        let w0 = _mm256_loadu_ps(wb.as_ptr());
-        let w1 = _mm256_loadu_ps(wb.as_ptr().add(8));
+        let m0 = _mm256_loadu_si256(TAIL_MASK.as_ptr().add(16 - rem).cast());
+        let m1 = _mm256_loadu_si256(TAIL_MASK.as_ptr().add(24 - rem).cast());
+        let (w0, w1) = if DT == F32 {
+            let p = w.add(c * sz).cast::<f32>();
+            (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.add(8), m1))
+        } else {
+            let mut wb = [0f32; 16];
+            for (i, v) in wb[..rem].iter_mut().enumerate() {
+                *v = load1::<DT>(w.add((c + i) * sz));
+            }
+            (
+                _mm256_loadu_ps(wb.as_ptr()),
+                _mm256_loadu_ps(wb.as_ptr().add(8)),
+            )
+        };
         for j in 0..N {
-            let mut xb = [0f32; 16];
-            std::ptr::copy_nonoverlapping(xs.add(j * cols + c), xb.as_mut_ptr(), rem);
-            a0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xb.as_ptr()), a0[j]);
-            a1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb.as_ptr().add(8)), a1[j]);
+            let x = xs.add(j * cols + c);
+            a0[j] = _mm256_fmadd_ps(w0, _mm256_maskload_ps(x, m0), a0[j]);
+            a1[j] = _mm256_fmadd_ps(w1, _mm256_maskload_ps(x.add(8), m1), a1[j]);
         }
     }
     let mut out = [0f32; N];
@@ -108,7 +135,10 @@ pub(super) unsafe fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
     let mut i = 0;
     while i + 8 <= n {
         let p = y.as_mut_ptr().add(i);
-        _mm256_storeu_ps(p, _mm256_fmadd_ps(a, _mm256_loadu_ps(x.as_ptr().add(i)), _mm256_loadu_ps(p)));
+        _mm256_storeu_ps(
+            p,
+            _mm256_fmadd_ps(a, _mm256_loadu_ps(x.as_ptr().add(i)), _mm256_loadu_ps(p)),
+        );
         i += 8;
     }
     for k in i..n {
@@ -134,7 +164,10 @@ unsafe fn convert_dt<const DT: u8>(p: *const u8, out: &mut [f32]) {
 /// Exact conversion of `out.len()` elements. Caller: avx2, fma and f16c are available.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn convert(dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
-    assert!(bytes.len() >= out.len() * dtype.size(), "convert: short input");
+    assert!(
+        bytes.len() >= out.len() * dtype.size(),
+        "convert: short input"
+    );
     match dt_code(dtype) {
         F32 => convert_dt::<F32>(bytes.as_ptr(), out),
         F16 => convert_dt::<F16>(bytes.as_ptr(), out),
@@ -144,24 +177,32 @@ pub(super) unsafe fn convert(dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dense_tile_dt<const DT: u8>(w: *const u8, xs: &[f32], cols: usize, out: &mut [f32]) {
-    if out.len() == TILE {
-        out.copy_from_slice(&dense_dots::<DT, TILE>(w, xs.as_ptr(), cols));
-    } else {
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = dense_dots::<DT, 1>(w, xs.as_ptr().add(j * cols), cols)[0];
+unsafe fn dense_block_dt<const DT: u8>(b: &Block<'_>, rb: usize, out: &mut [f32], stride: usize) {
+    let xs = b.xs.as_ptr();
+    for i in 0..b.n_o {
+        let w = b.w.as_ptr().add(i * rb);
+        if b.nr == TILE {
+            let v = dense_dots::<DT, TILE>(w, xs, b.cols);
+            for j in 0..TILE {
+                out[j * stride + i] = v[j];
+            }
+        } else {
+            for j in 0..b.nr {
+                out[j * stride + i] = dense_dots::<DT, 1>(w, xs.add(j * b.cols), b.cols)[0];
+            }
         }
     }
 }
 
-/// out[j] = W row · x row j for `out.len()` (≤ TILE) consecutive x rows. Caller: avx2, fma, f16c available.
+/// out[j·stride + i] = W row i · x row j for the block's rows. Caller: avx2, fma and f16c are available.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn dense_tile(dtype: DenseDType, wrow: &[u8], xs: &[f32], cols: usize, out: &mut [f32]) {
-    assert!(out.len() <= TILE && wrow.len() >= cols * dtype.size() && xs.len() >= out.len() * cols);
+pub(super) unsafe fn dense_block(dtype: DenseDType, b: &Block<'_>, out: &mut [f32], stride: usize) {
+    let rb = b.cols * dtype.size();
+    b.check(TILE, b.n_o * rb, 0, out.len(), stride);
     match dt_code(dtype) {
-        F32 => dense_tile_dt::<F32>(wrow.as_ptr(), xs, cols, out),
-        F16 => dense_tile_dt::<F16>(wrow.as_ptr(), xs, cols, out),
-        _ => dense_tile_dt::<BF16>(wrow.as_ptr(), xs, cols, out),
+        F32 => dense_block_dt::<F32>(b, rb, out, stride),
+        F16 => dense_block_dt::<F16>(b, rb, out, stride),
+        _ => dense_block_dt::<BF16>(b, rb, out, stride),
     }
 }
 
@@ -187,8 +228,11 @@ unsafe fn bytes_acc<const B: i32, const N: usize>(
         let mut e = g * gs;
         while e < end {
             if B == 8 {
-                let q0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.add(e).cast())));
-                let q1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.add(e + 8).cast())));
+                let q0 =
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.add(e).cast())));
+                let q1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                    codes.add(e + 8).cast(),
+                )));
                 for j in 0..N {
                     let x = xs.add(j * cols + e);
                     g0[j] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(x), g0[j]);
@@ -199,11 +243,15 @@ unsafe fn bytes_acc<const B: i32, const N: usize>(
                 let v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.add(e * B as usize / 8).cast()));
                 for k in 0..per_byte {
                     let sh = _mm256_srlv_epi32(v, _mm256_set1_epi32(B * k as i32));
-                    let q = if (k + 1) * B as usize == 8 { sh } else { _mm256_and_si256(sh, mask) };
+                    let q = if (k + 1) * B as usize == 8 {
+                        sh
+                    } else {
+                        _mm256_and_si256(sh, mask)
+                    };
                     let q = _mm256_cvtepi32_ps(q);
                     for j in 0..N {
                         let x = _mm256_loadu_ps(xs.add(j * cols + e + 8 * k));
-                        if k % 2 == 0 {
+                        if k.is_multiple_of(2) {
                             g0[j] = _mm256_fmadd_ps(q, x, g0[j]);
                         } else {
                             g1[j] = _mm256_fmadd_ps(q, x, g1[j]);
@@ -253,7 +301,8 @@ unsafe fn shuffle_acc<const N: usize>(
         let mut e = g * gs;
         while e < end {
             let v0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(codes.add(e / 8 * bits).cast()));
-            let v1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(codes.add((e / 8 + 1) * bits).cast()));
+            let v1 =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(codes.add((e / 8 + 1) * bits).cast()));
             let q0 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v0, idx), shv), mask);
             let q1 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v1, idx), shv), mask);
             let q0 = _mm256_cvtepi32_ps(q0);
@@ -293,45 +342,49 @@ unsafe fn affine_acc<const N: usize>(
     }
 }
 
-/// Affine out[j] = hsum(acc_j) + (biases · xsum_j) for `out.len()` (≤ TILE) consecutive x rows. `codes` runs
-/// from the row start to the end of the matrix's codes; `xs` is permuted when `!shuffle` (see `bytes_acc`).
-/// Caller: avx2, fma and f16c are available.
-#[allow(clippy::too_many_arguments)]
+/// Affine out[j·stride + i] = hsum(acc) + (biases_i · xsum_j) for the block's rows. `b.w` runs from the
+/// block's first code row to the end of the matrix's codes; `b.xs` is permuted unless `shuffle` (see
+/// `bytes_acc`). Caller: avx2, fma and f16c are available.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn affine_tile(
+pub(super) unsafe fn affine_block(
     shuffle: bool,
     bits: u32,
     gs: usize,
-    codes: &[u8],
-    scales: &[f32],
-    biases: &[f32],
-    xs: &[f32],
-    xsum: &[f32],
-    cols: usize,
+    b: &Block<'_>,
     out: &mut [f32],
+    stride: usize,
 ) {
-    let (nr, ng) = (out.len(), scales.len());
-    let row_bytes = cols * bits as usize / 8;
-    assert!(nr <= TILE && ng * gs == cols && biases.len() == ng && gs % 16 == 0);
-    assert!(xs.len() >= nr * cols && xsum.len() >= nr * ng && codes.len() >= row_bytes);
-    if shuffle && codes.len() < row_bytes + 16 {
-        // The 16-byte block loads may run past the last row: read it from a padded copy.
-        let mut padded = vec![0u8; row_bytes + 16];
-        padded[..row_bytes].copy_from_slice(&codes[..row_bytes]);
-        return affine_tile(shuffle, bits, gs, &padded, scales, biases, xs, xsum, cols, out);
-    }
-    let cp = codes.as_ptr();
-    if nr == TILE {
-        let acc = affine_acc::<TILE>(shuffle, bits, cp, scales, gs, xs.as_ptr(), cols);
-        let b = dense_dots::<F32, TILE>(biases.as_ptr().cast(), xsum.as_ptr(), ng);
-        for j in 0..TILE {
-            out[j] = hsum(acc[j]) + b[j];
-        }
-    } else {
-        for (j, o) in out.iter_mut().enumerate() {
-            let acc = affine_acc::<1>(shuffle, bits, cp, scales, gs, xs.as_ptr().add(j * cols), cols);
-            let b = dense_dots::<F32, 1>(biases.as_ptr().cast(), xsum.as_ptr().add(j * ng), ng);
-            *o = hsum(acc[0]) + b[0];
+    let (cols, nr) = (b.cols, b.nr);
+    let ng = cols / gs;
+    let rb = cols * bits as usize / 8;
+    assert!(gs.is_multiple_of(16) && cols.is_multiple_of(gs));
+    b.check(TILE, b.n_o * rb, ng, out.len(), stride);
+    let (xs, xsum) = (b.xs.as_ptr(), b.xsum.as_ptr());
+    let mut padded = Vec::new();
+    for i in 0..b.n_o {
+        let row = &b.w[i * rb..];
+        let cp = if shuffle && row.len() < rb + 16 {
+            // The 16-byte block loads may run past the last row: read it from a padded copy.
+            padded.resize(rb + 16, 0u8);
+            padded[..rb].copy_from_slice(&row[..rb]);
+            padded.as_ptr()
+        } else {
+            row.as_ptr()
+        };
+        let scales = &b.scales[i * ng..(i + 1) * ng];
+        let biases = b.biases[i * ng..(i + 1) * ng].as_ptr().cast::<u8>();
+        if nr == TILE {
+            let acc = affine_acc::<TILE>(shuffle, bits, cp, scales, gs, xs, cols);
+            let bd = dense_dots::<F32, TILE>(biases, xsum, ng);
+            for j in 0..TILE {
+                out[j * stride + i] = hsum(acc[j]) + bd[j];
+            }
+        } else {
+            for j in 0..nr {
+                let acc = affine_acc::<1>(shuffle, bits, cp, scales, gs, xs.add(j * cols), cols);
+                let bd = dense_dots::<F32, 1>(biases, xsum.add(j * ng), ng);
+                out[j * stride + i] = hsum(acc[0]) + bd[0];
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! CPU projection kernels over weights in their stored format (dense f32/f16/bf16, MLX affine 2–8 bit): each
 //! output element has one fixed reduction order, so a row's bits never depend on other rows, their count or threads.
 //!
-//! One SIMD level is chosen per process (AVX-512F, AVX2+FMA+F16C, or scalar) and every call uses it, so results
+//! One SIMD level is chosen per process (AVX-512F+BW, AVX2+FMA+F16C, or scalar) and every call uses it, so results
 //! are deterministic on a machine; levels agree with each other only to float tolerance.
 
 #[cfg(target_arch = "x86_64")]
@@ -12,6 +12,8 @@ mod project;
 mod scalar;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod throughput;
 
 use std::sync::OnceLock;
 use tensorfold_core::{DenseDType, MatrixRef};
@@ -46,6 +48,45 @@ pub fn simd_level() -> &'static str {
     }
 }
 
+/// One kernel call's work: weight rows [0, n_o) of a block against x rows [0, nr) of a tile.
+struct Block<'a> {
+    /// Dense: the block's rows; affine: codes from the block's first row to the end of the matrix.
+    w: &'a [u8],
+    /// Affine scales and biases as f32, [n_o, groups].
+    scales: &'a [f32],
+    biases: &'a [f32],
+    n_o: usize,
+    /// The tile's x rows as the kernel reads them, [nr, cols].
+    xs: &'a [f32],
+    /// Affine: per-group sums of the tile's x rows, [nr, groups].
+    xsum: &'a [f32],
+    nr: usize,
+    cols: usize,
+}
+
+impl Block<'_> {
+    /// Panics unless every slice holds what a kernel reads (the SIMD loads rely on it).
+    fn check(&self, tile: usize, w_bytes: usize, groups: usize, out_len: usize, stride: usize) {
+        assert!(
+            self.nr <= tile,
+            "block: {} x rows exceed the tile of {tile}",
+            self.nr
+        );
+        assert!(
+            self.w.len() >= w_bytes,
+            "block: {} weight bytes, need {w_bytes}",
+            self.w.len()
+        );
+        assert!(self.xs.len() >= self.nr * self.cols, "block: x too short");
+        assert!(self.scales.len() >= self.n_o * groups && self.biases.len() >= self.n_o * groups);
+        assert!(
+            self.xsum.len() >= self.nr * groups,
+            "block: x group sums too short"
+        );
+        assert!(self.nr == 0 || self.n_o == 0 || out_len >= (self.nr - 1) * stride + self.n_o);
+    }
+}
+
 /// A SIMD level. Only `detect` (and the tests, through `available_isas`) hand out `Avx2` / `Avx512`, and
 /// only when the CPU has the features their kernels enable; the dispatchers rely on that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,10 +103,16 @@ fn supported(isa: Isa) -> bool {
         Isa::Scalar => true,
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
-            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+            is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c")
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => supported(Isa::Avx2) && is_x86_feature_detected!("avx512f"),
+        Isa::Avx512 => {
+            supported(Isa::Avx2)
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+        }
         #[cfg(not(target_arch = "x86_64"))]
         _ => false,
     }
@@ -75,20 +122,26 @@ fn supported(isa: Isa) -> bool {
 fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
     *ISA.get_or_init(|| {
-        [Isa::Avx512, Isa::Avx2].into_iter().find(|&i| supported(i)).unwrap_or(Isa::Scalar)
+        [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .find(|&i| supported(i))
+            .unwrap_or(Isa::Scalar)
     })
 }
 
 /// Every level this CPU can run (for tests that hold each one to the reference).
 #[cfg(test)]
 fn available_isas() -> Vec<Isa> {
-    [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|&i| supported(i)).collect()
+    [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+        .into_iter()
+        .filter(|&i| supported(i))
+        .collect()
 }
 
 fn dot_with(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
     debug_assert!(supported(isa));
     match isa {
-        // SAFETY: `Isa::Avx512` exists only where avx512f, avx2, fma and f16c were detected.
+        // SAFETY: `Isa::Avx512` exists only where avx512f, avx512bw, avx2, fma and f16c were detected.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => unsafe { avx512::dot(a, b) },
         // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
@@ -101,7 +154,7 @@ fn dot_with(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
 fn axpy_with(isa: Isa, alpha: f32, x: &[f32], y: &mut [f32]) {
     debug_assert!(supported(isa));
     match isa {
-        // SAFETY: `Isa::Avx512` exists only where avx512f, avx2, fma and f16c were detected.
+        // SAFETY: `Isa::Avx512` exists only where avx512f, avx512bw, avx2, fma and f16c were detected.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => unsafe { avx512::axpy(alpha, x, y) },
         // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
@@ -115,7 +168,7 @@ fn axpy_with(isa: Isa, alpha: f32, x: &[f32], y: &mut [f32]) {
 fn convert_with(isa: Isa, dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
     debug_assert!(supported(isa));
     match isa {
-        // SAFETY: `Isa::Avx512` exists only where avx512f, avx2, fma and f16c were detected.
+        // SAFETY: `Isa::Avx512` exists only where avx512f, avx512bw, avx2, fma and f16c were detected.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => unsafe { avx512::convert(dtype, bytes, out) },
         // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.

@@ -3,14 +3,12 @@
 
 use rayon::prelude::*;
 use std::borrow::Cow;
-use tensorfold_core::{DenseDType, MatrixRef};
+use tensorfold_core::MatrixRef;
 
 #[cfg(target_arch = "x86_64")]
 use super::{avx2, avx512};
-use super::{convert_with, scalar, supported, Isa};
+use super::{convert_with, scalar, supported, Block, Isa};
 
-/// Largest x-row tile of any kernel.
-const MAX_TILE: usize = 8;
 /// Weight bytes of one block of rows that the x-row tiles sweep (kept in L2 across tiles).
 const BLOCK_BYTES: usize = 256 * 1024;
 /// Multiply-adds below which a call stays on the calling thread.
@@ -30,17 +28,33 @@ enum Path {
 /// The kernel one call runs; fixed by the SIMD level and the format, never by the row count.
 #[derive(Clone, Copy, Debug)]
 enum Kernel {
-    Dense { isa: Isa },
-    Affine { isa: Isa, path: Path, bits: u32, gs: usize },
+    Dense {
+        isa: Isa,
+    },
+    Affine {
+        isa: Isa,
+        path: Path,
+        bits: u32,
+        gs: usize,
+    },
 }
 
 impl Kernel {
     fn new(isa: Isa, w: &MatrixRef<'_>) -> Kernel {
         match *w {
             MatrixRef::Dense { .. } => Kernel::Dense { isa },
-            MatrixRef::Affine { bits, group_size: gs, .. } => {
+            MatrixRef::Affine {
+                bits,
+                group_size: gs,
+                ..
+            } => {
                 let (isa, path) = affine_choice(isa, bits, gs);
-                Kernel::Affine { isa, path, bits, gs }
+                Kernel::Affine {
+                    isa,
+                    path,
+                    bits,
+                    gs,
+                }
             }
         }
     }
@@ -67,6 +81,7 @@ fn affine_choice(isa: Isa, bits: u32, gs: usize) -> (Isa, Path) {
     match isa {
         Isa::Scalar => (Isa::Scalar, Path::Unpacked),
         Isa::Avx512 if avx512::handles(bits, gs) => (Isa::Avx512, Path::Bytes { lanes: 16 }),
+        Isa::Avx512 => (Isa::Avx512, Path::Shuffle),
         _ if matches!(bits, 2 | 4 | 8) => (Isa::Avx2, Path::Bytes { lanes: 8 }),
         _ => (Isa::Avx2, Path::Shuffle),
     }
@@ -86,7 +101,10 @@ struct Prepared<'a> {
 impl<'a> Prepared<'a> {
     fn new(kernel: &Kernel, x: &'a [f32], cols: usize) -> Prepared<'a> {
         match *kernel {
-            Kernel::Dense { .. } => Prepared { xs: Cow::Borrowed(x), xsum: Vec::new() },
+            Kernel::Dense { .. } => Prepared {
+                xs: Cow::Borrowed(x),
+                xsum: Vec::new(),
+            },
             Kernel::Affine { path, bits, gs, .. } => {
                 let xsum = x
                     .chunks_exact(gs)
@@ -96,7 +114,7 @@ impl<'a> Prepared<'a> {
                     Path::Bytes { lanes } if bits != 8 => Cow::Owned(permute_bytes(x, bits, lanes)),
                     _ => Cow::Borrowed(x),
                 };
-                debug_assert!(cols % gs == 0);
+                debug_assert!(cols.is_multiple_of(gs));
                 Prepared { xs, xsum }
             }
         }
@@ -122,19 +140,59 @@ fn permute_bytes(x: &[f32], bits: u32, lanes: usize) -> Vec<f32> {
 /// Panics with the shapes involved when W's byte slices cannot hold the matrix it claims to be.
 fn check_matrix(w: &MatrixRef<'_>) {
     match *w {
-        MatrixRef::Dense { dtype, data, rows, cols } => {
+        MatrixRef::Dense {
+            dtype,
+            data,
+            rows,
+            cols,
+        } => {
             let need = rows * cols * dtype.size();
-            assert!(data.len() >= need, "dense {rows}x{cols} {}: {} bytes, need {need}", dtype.name(), data.len());
+            assert!(
+                data.len() >= need,
+                "dense {rows}x{cols} {}: {} bytes, need {need}",
+                dtype.name(),
+                data.len()
+            );
         }
-        MatrixRef::Affine { bits, group_size: gs, codes, scales, biases, scale_dtype, rows, cols } => {
-            assert!(matches!(bits, 2 | 3 | 4 | 5 | 6 | 8), "affine {rows}x{cols}: unsupported {bits}-bit codes");
-            assert!(gs >= 32 && gs % 32 == 0, "affine {rows}x{cols}: group size {gs} is not a multiple of 32");
-            assert!(cols % gs == 0, "affine {rows}x{cols}: cols not a multiple of group size {gs}");
+        MatrixRef::Affine {
+            bits,
+            group_size: gs,
+            codes,
+            scales,
+            biases,
+            scale_dtype,
+            rows,
+            cols,
+        } => {
+            assert!(
+                matches!(bits, 2 | 3 | 4 | 5 | 6 | 8),
+                "affine {rows}x{cols}: unsupported {bits}-bit codes"
+            );
+            assert!(
+                gs >= 32 && gs.is_multiple_of(32),
+                "affine {rows}x{cols}: group size {gs} is not a multiple of 32"
+            );
+            assert!(
+                cols.is_multiple_of(gs),
+                "affine {rows}x{cols}: cols not a multiple of group size {gs}"
+            );
             let need = rows * cols * bits as usize / 8;
-            assert!(codes.len() >= need, "affine {rows}x{cols} {bits}-bit: {} code bytes, need {need}", codes.len());
+            assert!(
+                codes.len() >= need,
+                "affine {rows}x{cols} {bits}-bit: {} code bytes, need {need}",
+                codes.len()
+            );
             let need = rows * (cols / gs) * scale_dtype.size();
-            assert!(scales.len() >= need, "affine {rows}x{cols}: {} scale bytes, need {need}", scales.len());
-            assert!(biases.len() >= need, "affine {rows}x{cols}: {} bias bytes, need {need}", biases.len());
+            assert!(
+                scales.len() >= need,
+                "affine {rows}x{cols}: {} scale bytes, need {need}",
+                scales.len()
+            );
+            assert!(
+                biases.len() >= need,
+                "affine {rows}x{cols}: {} bias bytes, need {need}",
+                biases.len()
+            );
         }
     }
 }
@@ -151,8 +209,18 @@ fn chunk_rows(rows: usize, n_rows: usize, cols: usize) -> usize {
 pub(super) fn project_with(isa: Isa, x: &[f32], n_rows: usize, w: &MatrixRef<'_>, y: &mut [f32]) {
     debug_assert!(supported(isa));
     let (rows, cols) = (w.rows(), w.cols());
-    assert_eq!(x.len(), n_rows * cols, "project: x has {} values, expected {n_rows}x{cols}", x.len());
-    assert_eq!(y.len(), n_rows * rows, "project: y has {} values, expected {n_rows}x{rows}", y.len());
+    assert_eq!(
+        x.len(),
+        n_rows * cols,
+        "project: x has {} values, expected {n_rows}x{cols}",
+        x.len()
+    );
+    assert_eq!(
+        y.len(),
+        n_rows * rows,
+        "project: y has {} values, expected {n_rows}x{rows}",
+        y.len()
+    );
     check_matrix(w);
     if n_rows == 0 || rows == 0 {
         return;
@@ -172,7 +240,9 @@ pub(super) fn project_with(isa: Isa, x: &[f32], n_rows: usize, w: &MatrixRef<'_>
         let mut tmp = vec![0f32; n_rows * rows];
         tmp.par_chunks_mut(cs * n_rows)
             .enumerate()
-            .for_each(|(c, out)| run_chunk(&kernel, w, &prep, n_rows, c * cs, out.len() / n_rows, out));
+            .for_each(|(c, out)| {
+                run_chunk(&kernel, w, &prep, n_rows, c * cs, out.len() / n_rows, out)
+            });
         y.par_chunks_mut(rows).enumerate().for_each(|(r, yr)| {
             for (c, dst) in yr.chunks_mut(cs).enumerate() {
                 let (len, base) = (dst.len(), c * cs * n_rows);
@@ -182,7 +252,8 @@ pub(super) fn project_with(isa: Isa, x: &[f32], n_rows: usize, w: &MatrixRef<'_>
     }
 }
 
-/// Fills out[r·len + i] = y[r, o0 + i] for all x rows r and i < len.
+/// Fills out[r·len + i] = y[r, o0 + i] for all x rows r and i < len: blocks of weight rows (sized to stay in
+/// L2), each swept by every tile of x rows.
 fn run_chunk(
     kernel: &Kernel,
     w: &MatrixRef<'_>,
@@ -195,110 +266,140 @@ fn run_chunk(
     let cols = w.cols();
     let tile = kernel.tile();
     let mut scratch = Vec::new();
-    let mut t = [0f32; MAX_TILE];
-    match *w {
-        MatrixRef::Dense { dtype, data, .. } => {
-            let rb = cols * dtype.size();
-            let ob = (BLOCK_BYTES / rb.max(1)).clamp(1, len);
-            for b0 in (0..len).step_by(ob) {
-                let b1 = (b0 + ob).min(len);
-                for r0 in (0..n_rows).step_by(tile) {
-                    let nr = tile.min(n_rows - r0);
-                    let xs = &prep.xs[r0 * cols..(r0 + nr) * cols];
-                    for o in b0..b1 {
-                        let wrow = &data[(o0 + o) * rb..(o0 + o + 1) * rb];
-                        dense_tile(kernel.isa(), dtype, wrow, xs, cols, &mut t[..nr], &mut scratch);
-                        for (j, v) in t[..nr].iter().enumerate() {
-                            out[(r0 + j) * len + o] = *v;
-                        }
-                    }
-                }
-            }
-        }
-        MatrixRef::Affine { codes, scales, biases, scale_dtype, group_size: gs, bits, .. } => {
-            let rb = cols * bits as usize / 8;
-            let ng = cols / gs;
-            let sz = scale_dtype.size();
-            let ob = (BLOCK_BYTES / rb.max(1)).clamp(1, len);
-            let mut sb = vec![0f32; ob * ng];
-            let mut bb = vec![0f32; ob * ng];
-            for b0 in (0..len).step_by(ob) {
-                let b1 = (b0 + ob).min(len);
-                let n = (b1 - b0) * ng;
-                let (s0, s1) = ((o0 + b0) * ng * sz, (o0 + b1) * ng * sz);
-                convert_with(kernel.isa(), scale_dtype, &scales[s0..s1], &mut sb[..n]);
-                convert_with(kernel.isa(), scale_dtype, &biases[s0..s1], &mut bb[..n]);
-                for r0 in (0..n_rows).step_by(tile) {
-                    let nr = tile.min(n_rows - r0);
-                    let xs = &prep.xs[r0 * cols..(r0 + nr) * cols];
-                    let xsum = &prep.xsum[r0 * ng..(r0 + nr) * ng];
-                    for o in b0..b1 {
-                        let sg = &sb[(o - b0) * ng..(o - b0 + 1) * ng];
-                        let bg = &bb[(o - b0) * ng..(o - b0 + 1) * ng];
-                        let row = Row { codes: &codes[(o0 + o) * rb..], scales: sg, biases: bg };
-                        affine_tile(kernel, row, xs, xsum, cols, &mut t[..nr], &mut scratch);
-                        for (j, v) in t[..nr].iter().enumerate() {
-                            out[(r0 + j) * len + o] = *v;
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn dense_tile(isa: Isa, dtype: DenseDType, wrow: &[u8], xs: &[f32], cols: usize, out: &mut [f32], scratch: &mut Vec<f32>) {
-    match isa {
-        // SAFETY: `Isa::Avx512` exists only where avx512f, avx2, fma and f16c were detected.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { avx512::dense_tile(dtype, wrow, xs, cols, out) },
-        // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { avx2::dense_tile(dtype, wrow, xs, cols, out) },
-        _ => scalar::dense_tile(dtype, wrow, xs, cols, out, scratch),
-    }
-}
-
-/// One affine weight row: codes from its start to the end of the matrix, scales and biases as f32.
-#[derive(Clone, Copy)]
-struct Row<'a> {
-    codes: &'a [u8],
-    scales: &'a [f32],
-    biases: &'a [f32],
-}
-
-fn affine_tile(kernel: &Kernel, row: Row<'_>, xs: &[f32], xsum: &[f32], cols: usize, out: &mut [f32], scratch: &mut Vec<f32>) {
-    let Kernel::Affine { isa, path, bits, gs } = *kernel else {
-        unreachable!("affine_tile needs an affine kernel")
+    let (rb, ng) = match *w {
+        MatrixRef::Dense { dtype, .. } => (cols * dtype.size(), 0),
+        MatrixRef::Affine {
+            bits, group_size, ..
+        } => (cols * bits as usize / 8, cols / group_size),
     };
-    let Row { codes, scales, biases } = row;
-    match isa {
-        // SAFETY: `Isa::Avx512` exists only where avx512f, avx2, fma and f16c were detected.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { avx512::affine_tile(bits, gs, codes, scales, biases, xs, xsum, cols, out) },
-        // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe {
-            avx2::affine_tile(path == Path::Shuffle, bits, gs, codes, scales, biases, xs, xsum, cols, out)
-        },
-        _ => {
-            let codes = &codes[..cols * bits as usize / 8];
-            scalar::affine_tile(bits, gs, codes, scales, biases, xs, xsum, cols, out, scratch)
+    let ob = (BLOCK_BYTES / rb.max(1)).clamp(1, len);
+    let (mut sb, mut bb) = (vec![0f32; ob * ng], vec![0f32; ob * ng]);
+    for b0 in (0..len).step_by(ob) {
+        let b1 = (b0 + ob).min(len);
+        let (first, n_o) = (o0 + b0, b1 - b0);
+        let wb = match *w {
+            MatrixRef::Dense { data, .. } => &data[first * rb..(first + n_o) * rb],
+            MatrixRef::Affine {
+                codes,
+                scales,
+                biases,
+                scale_dtype,
+                ..
+            } => {
+                let (s0, s1) = (
+                    first * ng * scale_dtype.size(),
+                    (first + n_o) * ng * scale_dtype.size(),
+                );
+                convert_with(
+                    kernel.isa(),
+                    scale_dtype,
+                    &scales[s0..s1],
+                    &mut sb[..n_o * ng],
+                );
+                convert_with(
+                    kernel.isa(),
+                    scale_dtype,
+                    &biases[s0..s1],
+                    &mut bb[..n_o * ng],
+                );
+                &codes[first * rb..]
+            }
+        };
+        for r0 in (0..n_rows).step_by(tile) {
+            let nr = tile.min(n_rows - r0);
+            let block = Block {
+                w: wb,
+                scales: &sb[..n_o * ng],
+                biases: &bb[..n_o * ng],
+                n_o,
+                xs: &prep.xs[r0 * cols..(r0 + nr) * cols],
+                xsum: if ng == 0 {
+                    &[]
+                } else {
+                    &prep.xsum[r0 * ng..(r0 + nr) * ng]
+                },
+                nr,
+                cols,
+            };
+            run_block(
+                kernel,
+                w,
+                &block,
+                &mut out[r0 * len + b0..],
+                len,
+                &mut scratch,
+            );
         }
+    }
+}
+
+fn run_block(
+    kernel: &Kernel,
+    w: &MatrixRef<'_>,
+    b: &Block<'_>,
+    out: &mut [f32],
+    stride: usize,
+    scratch: &mut Vec<f32>,
+) {
+    match (*kernel, *w) {
+        (Kernel::Dense { isa }, MatrixRef::Dense { dtype, .. }) => match isa {
+            // SAFETY: `Isa::Avx512` exists only where avx512f, avx512bw, avx2, fma and f16c were detected.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { avx512::dense_block(dtype, b, out, stride) },
+            // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { avx2::dense_block(dtype, b, out, stride) },
+            _ => scalar::dense_block(dtype, b, out, stride, scratch),
+        },
+        (
+            Kernel::Affine {
+                isa,
+                path,
+                bits,
+                gs,
+            },
+            MatrixRef::Affine { .. },
+        ) => match isa {
+            // SAFETY: `Isa::Avx512` exists only where avx512f, avx512bw, avx2, fma and f16c were detected.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe {
+                avx512::affine_block(path == Path::Shuffle, bits, gs, b, out, stride)
+            },
+            // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe {
+                avx2::affine_block(path == Path::Shuffle, bits, gs, b, out, stride)
+            },
+            _ => scalar::affine_block(bits, gs, b, out, stride, scratch),
+        },
+        _ => unreachable!("kernel {kernel:?} does not match the matrix format"),
     }
 }
 
 pub(super) fn matrix_row_with(isa: Isa, w: &MatrixRef<'_>, row: usize, out: &mut [f32]) {
     let (rows, cols) = (w.rows(), w.cols());
     assert!(row < rows, "matrix_row: row {row} of a {rows}-row matrix");
-    assert_eq!(out.len(), cols, "matrix_row: out has {} values, expected {cols}", out.len());
+    assert_eq!(
+        out.len(),
+        cols,
+        "matrix_row: out has {} values, expected {cols}",
+        out.len()
+    );
     check_matrix(w);
     match *w {
         MatrixRef::Dense { dtype, data, .. } => {
             let rb = cols * dtype.size();
             convert_with(isa, dtype, &data[row * rb..(row + 1) * rb], out);
         }
-        MatrixRef::Affine { bits, group_size: gs, codes, scales, biases, scale_dtype, .. } => {
+        MatrixRef::Affine {
+            bits,
+            group_size: gs,
+            codes,
+            scales,
+            biases,
+            scale_dtype,
+            ..
+        } => {
             let rb = cols * bits as usize / 8;
             scalar::unpack_codes(bits, &codes[row * rb..(row + 1) * rb], out);
             let ng = cols / gs;

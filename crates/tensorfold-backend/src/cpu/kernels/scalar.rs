@@ -1,6 +1,7 @@
 //! Portable scalar kernels (the variant used where no SIMD level is detected) and the exact conversions and
 //! bit unpacking that every variant shares; each reduction runs over 8 interleaved lanes and one fixed tree.
 
+use super::Block;
 use tensorfold_core::DenseDType;
 
 /// Interleaved accumulator lanes of the scalar variant (lets compilers vectorise without reassociating).
@@ -11,7 +12,12 @@ pub(super) const TILE: usize = 4;
 
 /// Converts little-endian elements of `dtype` to f32 (exact for every dtype); `out.len()` elements are read.
 pub(super) fn convert(dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
-    assert!(bytes.len() >= out.len() * dtype.size(), "convert: {} bytes for {} elements", bytes.len(), out.len());
+    assert!(
+        bytes.len() >= out.len() * dtype.size(),
+        "convert: {} bytes for {} elements",
+        bytes.len(),
+        out.len()
+    );
     match dtype {
         DenseDType::F32 => {
             for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
@@ -34,7 +40,12 @@ pub(super) fn convert(dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
 /// Unpacks `out.len()` codes of `bits` bits from an LSB-first bitstream into f32 (exact small integers).
 pub(super) fn unpack_codes(bits: u32, codes: &[u8], out: &mut [f32]) {
     let bits = bits as usize;
-    assert!(codes.len() * 8 >= out.len() * bits, "unpack: {} bytes for {} codes", codes.len(), out.len());
+    assert!(
+        codes.len() * 8 >= out.len() * bits,
+        "unpack: {} bytes for {} codes",
+        codes.len(),
+        out.len()
+    );
     let mask = (1u32 << bits) - 1;
     for (c, o) in out.iter_mut().enumerate() {
         let bit = c * bits;
@@ -70,46 +81,50 @@ pub(super) fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
-/// out[j] = W row · x row j for the `out.len()` consecutive x rows in `xs` (stride `cols`).
-pub(super) fn dense_tile(
+/// out[j·stride + i] = W row i · x row j for the block's rows.
+pub(super) fn dense_block(
     dtype: DenseDType,
-    wrow: &[u8],
-    xs: &[f32],
-    cols: usize,
+    b: &Block<'_>,
     out: &mut [f32],
+    stride: usize,
     scratch: &mut Vec<f32>,
 ) {
+    let (cols, rb) = (b.cols, b.cols * dtype.size());
+    b.check(TILE, b.n_o * rb, 0, out.len(), stride);
     scratch.resize(cols, 0.0);
-    convert(dtype, wrow, scratch);
-    for (j, o) in out.iter_mut().enumerate() {
-        *o = dot(scratch, &xs[j * cols..(j + 1) * cols]);
+    for i in 0..b.n_o {
+        convert(dtype, &b.w[i * rb..(i + 1) * rb], scratch);
+        for j in 0..b.nr {
+            out[j * stride + i] = dot(scratch, &b.xs[j * cols..(j + 1) * cols]);
+        }
     }
 }
 
-/// Affine out[j] = Σ_g s_g·(q_g · x_g) + (biases · xsum_j), groups in order, x in natural order.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn affine_tile(
+/// Affine out[j·stride + i] = Σ_g s_g·(q_g · x_g) + (biases_i · xsum_j), groups in order, x in natural order.
+pub(super) fn affine_block(
     bits: u32,
     gs: usize,
-    codes: &[u8],
-    scales: &[f32],
-    biases: &[f32],
-    xs: &[f32],
-    xsum: &[f32],
-    cols: usize,
+    b: &Block<'_>,
     out: &mut [f32],
+    stride: usize,
     scratch: &mut Vec<f32>,
 ) {
-    let ng = scales.len();
+    let cols = b.cols;
+    let (ng, rb) = (cols / gs, cols * bits as usize / 8);
+    b.check(TILE, b.n_o * rb, ng, out.len(), stride);
     scratch.resize(cols, 0.0);
-    unpack_codes(bits, codes, scratch);
-    for (j, o) in out.iter_mut().enumerate() {
-        let x = &xs[j * cols..(j + 1) * cols];
-        let mut acc = 0f32;
-        for (g, s) in scales.iter().enumerate() {
-            let r = g * gs..(g + 1) * gs;
-            acc += s * dot(&scratch[r.clone()], &x[r]);
+    for i in 0..b.n_o {
+        unpack_codes(bits, &b.w[i * rb..(i + 1) * rb], scratch);
+        let scales = &b.scales[i * ng..(i + 1) * ng];
+        let biases = &b.biases[i * ng..(i + 1) * ng];
+        for j in 0..b.nr {
+            let x = &b.xs[j * cols..(j + 1) * cols];
+            let mut acc = 0f32;
+            for (g, s) in scales.iter().enumerate() {
+                let r = g * gs..(g + 1) * gs;
+                acc += s * dot(&scratch[r.clone()], &x[r]);
+            }
+            out[j * stride + i] = acc + dot(biases, &b.xsum[j * ng..(j + 1) * ng]);
         }
-        *o = acc + dot(biases, &xsum[j * ng..(j + 1) * ng]);
     }
 }

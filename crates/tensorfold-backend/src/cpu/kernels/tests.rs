@@ -40,8 +40,12 @@ pub(super) fn encode(dtype: DenseDType, v: &[f32]) -> Vec<u8> {
     for &f in v {
         match dtype {
             DenseDType::F32 => out.extend_from_slice(&f.to_le_bytes()),
-            DenseDType::F16 => out.extend_from_slice(&half::f16::from_f32(f).to_bits().to_le_bytes()),
-            DenseDType::BF16 => out.extend_from_slice(&half::bf16::from_f32(f).to_bits().to_le_bytes()),
+            DenseDType::F16 => {
+                out.extend_from_slice(&half::f16::from_f32(f).to_bits().to_le_bytes())
+            }
+            DenseDType::BF16 => {
+                out.extend_from_slice(&half::bf16::from_f32(f).to_bits().to_le_bytes())
+            }
         }
     }
     out
@@ -79,7 +83,11 @@ pub(super) struct TestMatrix {
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Kind {
     Dense(DenseDType),
-    Affine { bits: u32, gs: usize, sdt: DenseDType },
+    Affine {
+        bits: u32,
+        gs: usize,
+        sdt: DenseDType,
+    },
 }
 
 impl TestMatrix {
@@ -87,15 +95,34 @@ impl TestMatrix {
         match kind {
             Kind::Dense(dtype) => {
                 let data = encode(dtype, &rng.vec(rows * cols));
-                let w: Vec<f64> = (0..rows * cols).map(|i| dtype.read(&data, i) as f64).collect();
+                let w: Vec<f64> = (0..rows * cols)
+                    .map(|i| dtype.read(&data, i) as f64)
+                    .collect();
                 let mag = w.iter().map(|v| v.abs()).collect();
-                TestMatrix { kind, rows, cols, data, scales: vec![], biases: vec![], w, mag }
+                TestMatrix {
+                    kind,
+                    rows,
+                    cols,
+                    data,
+                    scales: vec![],
+                    biases: vec![],
+                    w,
+                    mag,
+                }
             }
             Kind::Affine { bits, gs, sdt } => {
                 let ng = cols / gs;
-                let codes: Vec<u32> = (0..rows * cols).map(|_| (rng.next() % (1 << bits)) as u32).collect();
-                let scales = encode(sdt, &(0..rows * ng).map(|_| rng.sym() * 0.05).collect::<Vec<_>>());
-                let biases = encode(sdt, &(0..rows * ng).map(|_| rng.sym() * 0.2).collect::<Vec<_>>());
+                let codes: Vec<u32> = (0..rows * cols)
+                    .map(|_| (rng.next() % (1 << bits)) as u32)
+                    .collect();
+                let scales = encode(
+                    sdt,
+                    &(0..rows * ng).map(|_| rng.sym() * 0.05).collect::<Vec<_>>(),
+                );
+                let biases = encode(
+                    sdt,
+                    &(0..rows * ng).map(|_| rng.sym() * 0.2).collect::<Vec<_>>(),
+                );
                 let (mut w, mut mag) = (vec![0f64; rows * cols], vec![0f64; rows * cols]);
                 for i in 0..rows * cols {
                     let g = i / gs;
@@ -103,13 +130,27 @@ impl TestMatrix {
                     w[i] = s * codes[i] as f64 + b;
                     mag[i] = (s * codes[i] as f64).abs() + b.abs();
                 }
-                TestMatrix { kind, rows, cols, data: pack_codes(&codes, bits), scales, biases, w, mag }
+                TestMatrix {
+                    kind,
+                    rows,
+                    cols,
+                    data: pack_codes(&codes, bits),
+                    scales,
+                    biases,
+                    w,
+                    mag,
+                }
             }
         }
     }
     pub(super) fn view(&self) -> MatrixRef<'_> {
         match self.kind {
-            Kind::Dense(dtype) => MatrixRef::Dense { dtype, data: &self.data, rows: self.rows, cols: self.cols },
+            Kind::Dense(dtype) => MatrixRef::Dense {
+                dtype,
+                data: &self.data,
+                rows: self.rows,
+                cols: self.cols,
+            },
             Kind::Affine { bits, gs, sdt } => MatrixRef::Affine {
                 bits,
                 group_size: gs,
@@ -159,7 +200,13 @@ fn check_against_reference(kinds: &[Kind], shapes: &[(usize, usize)], seed: u64)
                 let x = rng.vec(n_rows * cols);
                 for isa in available_isas() {
                     let y = run(isa, &m, &x, n_rows);
-                    assert_matches_reference(&m, &x, n_rows, &y, &format!("{kind:?} {isa:?} n_rows={n_rows}"));
+                    assert_matches_reference(
+                        &m,
+                        &x,
+                        n_rows,
+                        &y,
+                        &format!("{kind:?} {isa:?} n_rows={n_rows}"),
+                    );
                 }
             }
         }
@@ -178,27 +225,47 @@ fn affine_kinds(bits: u32) -> Vec<Kind> {
 
 fn check_affine_bits(bits: u32, seed: u64) {
     for kind in affine_kinds(bits) {
-        let Kind::Affine { gs, .. } = kind else { unreachable!() };
+        let Kind::Affine { gs, .. } = kind else {
+            unreachable!()
+        };
         check_against_reference(&[kind], &[(7, gs), (13, 3 * gs)], seed);
     }
 }
 
 #[test]
 fn packing_helper_puts_the_first_code_in_the_lowest_bits() {
-    assert_eq!(pack_codes(&[1, 2, 3, 4, 5, 6, 7, 8], 4), 0x8765_4321u32.to_le_bytes());
-    assert_eq!(pack_codes(&[0xAB, 0xCD, 0xEF, 0x01], 8), [0xAB, 0xCD, 0xEF, 0x01]);
+    assert_eq!(
+        pack_codes(&[1, 2, 3, 4, 5, 6, 7, 8], 4),
+        0x8765_4321u32.to_le_bytes()
+    );
+    assert_eq!(
+        pack_codes(&[0xAB, 0xCD, 0xEF, 0x01], 8),
+        [0xAB, 0xCD, 0xEF, 0x01]
+    );
     // 3-bit: code 10 straddles words 0 and 1 (bits 30..33).
     let mut codes = vec![0u32; 32];
     codes[10] = 0b111;
     let bytes = pack_codes(&codes, 3);
     assert_eq!(bytes.len(), 12);
-    assert_eq!(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]), 0b11 << 30);
+    assert_eq!(
+        u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+        0b11 << 30
+    );
     assert_eq!(bytes[4], 0b1);
 }
 
 #[test]
 fn dense_projection_matches_f64_reference_for_every_dtype_and_odd_widths() {
-    let shapes = [(5, 1), (9, 7), (6, 16), (11, 33), (7, 96), (10, 100), (5, 160), (4, 333)];
+    let shapes = [
+        (5, 1),
+        (9, 7),
+        (6, 16),
+        (11, 33),
+        (7, 96),
+        (10, 100),
+        (5, 160),
+        (4, 333),
+    ];
     check_against_reference(&DTYPES.map(Kind::Dense), &shapes, 1);
 }
 
@@ -226,11 +293,23 @@ fn three_five_and_six_bit_projections_match_f64_dequantized_reference() {
 
 /// Every format the kernels distinguish, in shapes with tails, several groups and more rows than one tile.
 fn invariance_matrices(rng: &mut Rng) -> Vec<TestMatrix> {
-    let mut ms: Vec<TestMatrix> = DTYPES.iter().map(|&d| TestMatrix::new(Kind::Dense(d), 21, 100, rng)).collect();
+    let mut ms: Vec<TestMatrix> = DTYPES
+        .iter()
+        .map(|&d| TestMatrix::new(Kind::Dense(d), 21, 100, rng))
+        .collect();
     for bits in [2, 3, 4, 5, 6, 8] {
         for gs in [32, 64] {
-            let sdt = if gs == 32 { DenseDType::BF16 } else { DenseDType::F16 };
-            ms.push(TestMatrix::new(Kind::Affine { bits, gs, sdt }, 19, 192, rng));
+            let sdt = if gs == 32 {
+                DenseDType::BF16
+            } else {
+                DenseDType::F16
+            };
+            ms.push(TestMatrix::new(
+                Kind::Affine { bits, gs, sdt },
+                19,
+                192,
+                rng,
+            ));
         }
     }
     ms
@@ -249,9 +328,16 @@ fn rows_alone_equal_the_same_rows_inside_any_batch_bit_for_bit() {
                 let mut x = rng.vec(n * cols);
                 x[pos * cols..(pos + 1) * cols].copy_from_slice(&targets[t]);
                 let y = run(isa, &m, &x, n);
-                let got: Vec<u32> = y[pos * m.rows..(pos + 1) * m.rows].iter().map(|v| v.to_bits()).collect();
+                let got: Vec<u32> = y[pos * m.rows..(pos + 1) * m.rows]
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
                 let want: Vec<u32> = alone[t].iter().map(|v| v.to_bits()).collect();
-                assert_eq!(got, want, "{:?} {isa:?}: row {pos} of {n} differs from the row alone", m.kind);
+                assert_eq!(
+                    got, want,
+                    "{:?} {isa:?}: row {pos} of {n} differs from the row alone",
+                    m.kind
+                );
             }
         }
     }
@@ -263,15 +349,26 @@ fn results_do_not_depend_on_thread_count_or_chunking() {
     // Large enough (rows·cols ≥ 2^18) that the public entry point splits output features across tasks.
     let kinds = [
         Kind::Dense(DenseDType::BF16),
-        Kind::Affine { bits: 4, gs: 64, sdt: DenseDType::BF16 },
-        Kind::Affine { bits: 6, gs: 32, sdt: DenseDType::F16 },
+        Kind::Affine {
+            bits: 4,
+            gs: 64,
+            sdt: DenseDType::BF16,
+        },
+        Kind::Affine {
+            bits: 6,
+            gs: 32,
+            sdt: DenseDType::F16,
+        },
     ];
     for kind in kinds {
         let m = TestMatrix::new(kind, 700, 384, &mut rng);
         let x = rng.vec(6 * m.cols);
         let mut outs = Vec::new();
         for threads in [1, 2, 3] {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("thread pool");
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("thread pool");
             pool.install(|| {
                 let mut batch = vec![0f32; 6 * m.rows];
                 super::project(&x, 6, &m.view(), &mut batch);
@@ -289,8 +386,17 @@ fn results_do_not_depend_on_thread_count_or_chunking() {
                 outs.push(batch);
             });
         }
-        assert!(outs.windows(2).all(|p| p[0] == p[1]), "{kind:?}: results differ between thread counts");
-        assert_matches_reference(&m, &x[..m.cols], 1, &outs[0][..m.rows], &format!("{kind:?} public"));
+        assert!(
+            outs.windows(2).all(|p| p[0] == p[1]),
+            "{kind:?}: results differ between thread counts"
+        );
+        assert_matches_reference(
+            &m,
+            &x[..m.cols],
+            1,
+            &outs[0][..m.rows],
+            &format!("{kind:?} public"),
+        );
     }
 }
 
@@ -314,7 +420,10 @@ fn matrix_row_matches_the_dequantized_reference() {
                 for (c, &v) in out.iter().enumerate() {
                     let want = m.w[row * cols + c];
                     let tol = 1e-6 * m.mag[row * cols + c];
-                    assert!((v as f64 - want).abs() <= tol, "{kind:?} {isa:?} W[{row},{c}] = {v}, want {want}");
+                    assert!(
+                        (v as f64 - want).abs() <= tol,
+                        "{kind:?} {isa:?} W[{row},{c}] = {v}, want {want}"
+                    );
                 }
             }
         }
@@ -327,11 +436,18 @@ fn dot_and_axpy_match_f64_and_elementwise_fma_at_every_length() {
     for n in (0..70).chain([255, 1000]) {
         let (a, b) = (rng.vec(n), rng.vec(n));
         let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
-        let scale: f64 = a.iter().zip(&b).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum();
+        let scale: f64 = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (*x as f64 * *y as f64).abs())
+            .sum();
         let alpha = rng.sym();
         for isa in available_isas() {
             let d = dot_with(isa, &a, &b);
-            assert!((d as f64 - exact).abs() <= 1e-6 * scale + 1e-7, "{isa:?} dot n={n}: {d} vs {exact}");
+            assert!(
+                (d as f64 - exact).abs() <= 1e-6 * scale + 1e-7,
+                "{isa:?} dot n={n}: {d} vs {exact}"
+            );
             let mut y = b.clone();
             axpy_with(isa, alpha, &a, &mut y);
             for i in 0..n {
@@ -360,13 +476,22 @@ fn empty_batches_and_empty_matrices_are_fine() {
 #[should_panic(expected = "code bytes")]
 fn a_short_code_buffer_is_refused_with_its_shape() {
     let mut rng = Rng::new(16);
-    let mut m = TestMatrix::new(Kind::Affine { bits: 4, gs: 32, sdt: DenseDType::BF16 }, 4, 64, &mut rng);
+    let mut m = TestMatrix::new(
+        Kind::Affine {
+            bits: 4,
+            gs: 32,
+            sdt: DenseDType::BF16,
+        },
+        4,
+        64,
+        &mut rng,
+    );
     m.data.truncate(m.data.len() - 4);
     run(super::isa(), &m, &[0.0; 64], 1);
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
     fn random_shapes_match_the_reference_and_stay_row_invariant(
         seed in any::<u64>(), rows in 1usize..24, cols_units in 1usize..6, n in 1usize..12, which in 0usize..9,
