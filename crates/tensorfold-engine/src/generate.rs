@@ -7,6 +7,8 @@ use tensorfold_core::sampling::{draw, SamplingParams};
 use tensorfold_core::{CoreError, Result};
 use tensorfold_model::Qwen35;
 
+pub use crate::api::FinishReason;
+
 #[derive(Clone, Debug)]
 pub struct GenerateRequest {
     pub prompt: Vec<u32>,
@@ -19,16 +21,6 @@ pub struct GenerateRequest {
     pub prefill_chunk: usize,
     /// Keep the logits of every prompt position (teacher forcing).
     pub want_prompt_logits: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FinishReason {
-    /// A stop id was drawn.
-    Stop,
-    /// `max_tokens` reached.
-    Length,
-    /// The caller asked to stop.
-    Cancelled,
 }
 
 #[derive(Clone, Debug)]

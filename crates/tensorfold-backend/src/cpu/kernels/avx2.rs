@@ -6,8 +6,12 @@ use super::Block;
 use std::arch::x86_64::*;
 use tensorfold_core::DenseDType;
 
-/// Rows of x processed against one loaded weight row.
-pub(super) const TILE: usize = 4;
+/// Rows of x in a dense tile: WROWS·DENSE_TILE·2 accumulators stay in registers.
+pub(super) const DENSE_TILE: usize = 3;
+/// Weight rows a dense tile loads together (each x load then feeds WROWS products).
+const WROWS: usize = 2;
+/// Rows of x in an affine tile, against one weight row.
+pub(super) const AFFINE_TILE: usize = 4;
 
 const F32: u8 = 0;
 const F16: u8 = 1;
@@ -64,27 +68,41 @@ unsafe fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// For each of N x rows (stride `cols`): columns [c, c+8) of every 16-column step go to acc0, [c+8, c+16) to
-/// acc1; a final partial step reads zero-padded copies; the result is hsum(acc0 + acc1).
+/// Dot products of R weight rows (stride `rb` bytes) with T x rows (stride `cols`). For every pair, columns
+/// [c, c+8) of each 16-column step go to acc0 and [c+8, c+16) to acc1, a final partial step reads masked
+/// (zeroed) lanes, and the result is hsum(acc0 + acc1): the same arithmetic whatever R and T are.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dense_dots<const DT: u8, const N: usize>(
+unsafe fn dense_grid<const DT: u8, const R: usize, const T: usize>(
     w: *const u8,
+    rb: usize,
     xs: *const f32,
     cols: usize,
-) -> [f32; N] {
+) -> [[f32; T]; R] {
     let sz = if DT == F32 { 4 } else { 2 };
-    let mut a0 = [_mm256_setzero_ps(); N];
-    let mut a1 = [_mm256_setzero_ps(); N];
+    let mut a0 = [[_mm256_setzero_ps(); T]; R];
+    let mut a1 = [[_mm256_setzero_ps(); T]; R];
     let full = cols - cols % 16;
     let mut c = 0;
     while c < full {
-        let w0 = load8::<DT>(w.add(c * sz));
-        let w1 = load8::<DT>(w.add((c + 8) * sz));
-        for j in 0..N {
-            let x = xs.add(j * cols + c);
-            a0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), a0[j]);
-            a1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x.add(8)), a1[j]);
+        let mut wv = [_mm256_setzero_ps(); R];
+        for r in 0..R {
+            wv[r] = load8::<DT>(w.add(r * rb + c * sz));
+        }
+        for t in 0..T {
+            let x = _mm256_loadu_ps(xs.add(t * cols + c));
+            for r in 0..R {
+                a0[r][t] = _mm256_fmadd_ps(wv[r], x, a0[r][t]);
+            }
+        }
+        for r in 0..R {
+            wv[r] = load8::<DT>(w.add(r * rb + (c + 8) * sz));
+        }
+        for t in 0..T {
+            let x = _mm256_loadu_ps(xs.add(t * cols + c + 8));
+            for r in 0..R {
+                a1[r][t] = _mm256_fmadd_ps(wv[r], x, a1[r][t]);
+            }
         }
         c += 16;
     }
@@ -93,30 +111,45 @@ unsafe fn dense_dots<const DT: u8, const N: usize>(
         let rem = cols - c;
         let m0 = _mm256_loadu_si256(TAIL_MASK.as_ptr().add(16 - rem).cast());
         let m1 = _mm256_loadu_si256(TAIL_MASK.as_ptr().add(24 - rem).cast());
-        let (w0, w1) = if DT == F32 {
-            let p = w.add(c * sz).cast::<f32>();
-            (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.add(8), m1))
-        } else {
-            let mut wb = [0f32; 16];
-            for (i, v) in wb[..rem].iter_mut().enumerate() {
-                *v = load1::<DT>(w.add((c + i) * sz));
+        for r in 0..R {
+            let (w0, w1) = if DT == F32 {
+                let p = w.add(r * rb + c * sz).cast::<f32>();
+                (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.add(8), m1))
+            } else {
+                let mut wb = [0f32; 16];
+                for (i, v) in wb[..rem].iter_mut().enumerate() {
+                    *v = load1::<DT>(w.add(r * rb + (c + i) * sz));
+                }
+                (
+                    _mm256_loadu_ps(wb.as_ptr()),
+                    _mm256_loadu_ps(wb.as_ptr().add(8)),
+                )
+            };
+            for t in 0..T {
+                let x = xs.add(t * cols + c);
+                a0[r][t] = _mm256_fmadd_ps(w0, _mm256_maskload_ps(x, m0), a0[r][t]);
+                a1[r][t] = _mm256_fmadd_ps(w1, _mm256_maskload_ps(x.add(8), m1), a1[r][t]);
             }
-            (
-                _mm256_loadu_ps(wb.as_ptr()),
-                _mm256_loadu_ps(wb.as_ptr().add(8)),
-            )
-        };
-        for j in 0..N {
-            let x = xs.add(j * cols + c);
-            a0[j] = _mm256_fmadd_ps(w0, _mm256_maskload_ps(x, m0), a0[j]);
-            a1[j] = _mm256_fmadd_ps(w1, _mm256_maskload_ps(x.add(8), m1), a1[j]);
         }
     }
-    let mut out = [0f32; N];
-    for j in 0..N {
-        out[j] = hsum(_mm256_add_ps(a0[j], a1[j]));
+    let mut out = [[0f32; T]; R];
+    for r in 0..R {
+        for t in 0..T {
+            out[r][t] = hsum(_mm256_add_ps(a0[r][t], a1[r][t]));
+        }
     }
     out
+}
+
+/// One weight row against N x rows (see `dense_grid`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dense_dots<const DT: u8, const N: usize>(
+    w: *const u8,
+    xs: *const f32,
+    cols: usize,
+) -> [f32; N] {
+    dense_grid::<DT, 1, N>(w, 0, xs, cols)[0]
 }
 
 /// Σ a[i]·b[i] in the dense order above. Caller: avx2, fma and f16c are available.
@@ -178,18 +211,39 @@ pub(super) unsafe fn convert(dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dense_block_dt<const DT: u8>(b: &Block<'_>, rb: usize, out: &mut [f32], stride: usize) {
-    let xs = b.xs.as_ptr();
-    for i in 0..b.n_o {
+    let (xs, cols, nr) = (b.xs.as_ptr(), b.cols, b.nr);
+    let mut i = 0;
+    while i < b.n_o {
         let w = b.w.as_ptr().add(i * rb);
-        if b.nr == TILE {
-            let v = dense_dots::<DT, TILE>(w, xs, b.cols);
-            for j in 0..TILE {
-                out[j * stride + i] = v[j];
+        if i + WROWS <= b.n_o {
+            if nr == DENSE_TILE {
+                let v = dense_grid::<DT, WROWS, DENSE_TILE>(w, rb, xs, cols);
+                for r in 0..WROWS {
+                    for t in 0..DENSE_TILE {
+                        out[t * stride + i + r] = v[r][t];
+                    }
+                }
+            } else {
+                for t in 0..nr {
+                    let v = dense_grid::<DT, WROWS, 1>(w, rb, xs.add(t * cols), cols);
+                    for r in 0..WROWS {
+                        out[t * stride + i + r] = v[r][0];
+                    }
+                }
             }
+            i += WROWS;
         } else {
-            for j in 0..b.nr {
-                out[j * stride + i] = dense_dots::<DT, 1>(w, xs.add(j * b.cols), b.cols)[0];
+            if nr == DENSE_TILE {
+                let v = dense_dots::<DT, DENSE_TILE>(w, xs, cols);
+                for t in 0..DENSE_TILE {
+                    out[t * stride + i] = v[t];
+                }
+            } else {
+                for t in 0..nr {
+                    out[t * stride + i] = dense_dots::<DT, 1>(w, xs.add(t * cols), cols)[0];
+                }
             }
+            i += 1;
         }
     }
 }
@@ -198,7 +252,7 @@ unsafe fn dense_block_dt<const DT: u8>(b: &Block<'_>, rb: usize, out: &mut [f32]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dense_block(dtype: DenseDType, b: &Block<'_>, out: &mut [f32], stride: usize) {
     let rb = b.cols * dtype.size();
-    b.check(TILE, b.n_o * rb, 0, out.len(), stride);
+    b.check(DENSE_TILE, b.n_o * rb, 0, out.len(), stride);
     match dt_code(dtype) {
         F32 => dense_block_dt::<F32>(b, rb, out, stride),
         F16 => dense_block_dt::<F16>(b, rb, out, stride),
@@ -358,7 +412,7 @@ pub(super) unsafe fn affine_block(
     let ng = cols / gs;
     let rb = cols * bits as usize / 8;
     assert!(gs.is_multiple_of(16) && cols.is_multiple_of(gs));
-    b.check(TILE, b.n_o * rb, ng, out.len(), stride);
+    b.check(AFFINE_TILE, b.n_o * rb, ng, out.len(), stride);
     let (xs, xsum) = (b.xs.as_ptr(), b.xsum.as_ptr());
     let mut padded = Vec::new();
     for i in 0..b.n_o {
@@ -373,10 +427,10 @@ pub(super) unsafe fn affine_block(
         };
         let scales = &b.scales[i * ng..(i + 1) * ng];
         let biases = b.biases[i * ng..(i + 1) * ng].as_ptr().cast::<u8>();
-        if nr == TILE {
-            let acc = affine_acc::<TILE>(shuffle, bits, cp, scales, gs, xs, cols);
-            let bd = dense_dots::<F32, TILE>(biases, xsum, ng);
-            for j in 0..TILE {
+        if nr == AFFINE_TILE {
+            let acc = affine_acc::<AFFINE_TILE>(shuffle, bits, cp, scales, gs, xs, cols);
+            let bd = dense_dots::<F32, AFFINE_TILE>(biases, xsum, ng);
+            for j in 0..AFFINE_TILE {
                 out[j * stride + i] = hsum(acc[j]) + bd[j];
             }
         } else {

@@ -64,13 +64,17 @@ impl Kernel {
         }
     }
     fn tile(&self) -> usize {
-        match self.isa() {
-            Isa::Scalar => scalar::TILE,
+        match *self {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => avx2::TILE,
+            Kernel::Dense { isa: Isa::Avx2 } => avx2::DENSE_TILE,
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => avx512::TILE,
-            #[cfg(not(target_arch = "x86_64"))]
+            Kernel::Dense { isa: Isa::Avx512 } => avx512::DENSE_TILE,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Affine { isa: Isa::Avx2, .. } => avx2::AFFINE_TILE,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Affine {
+                isa: Isa::Avx512, ..
+            } => avx512::AFFINE_TILE,
             _ => scalar::TILE,
         }
     }

@@ -343,6 +343,67 @@ fn rows_alone_equal_the_same_rows_inside_any_batch_bit_for_bit() {
     }
 }
 
+/// The same matrix without its first `k` rows (a view starting mid-matrix).
+fn skip_rows(m: &TestMatrix, k: usize) -> MatrixRef<'_> {
+    let rows = m.rows - k;
+    match m.kind {
+        Kind::Dense(dtype) => {
+            let rb = m.cols * dtype.size();
+            MatrixRef::Dense {
+                dtype,
+                data: &m.data[k * rb..],
+                rows,
+                cols: m.cols,
+            }
+        }
+        Kind::Affine { bits, gs, sdt } => {
+            let (rb, sb) = (m.cols * bits as usize / 8, m.cols / gs * sdt.size());
+            MatrixRef::Affine {
+                bits,
+                group_size: gs,
+                codes: &m.data[k * rb..],
+                scales: &m.scales[k * sb..],
+                biases: &m.biases[k * sb..],
+                scale_dtype: sdt,
+                rows,
+                cols: m.cols,
+            }
+        }
+    }
+}
+
+#[test]
+fn weight_rows_give_the_same_bits_wherever_a_block_or_chunk_starts() {
+    let mut rng = Rng::new(17);
+    for m in invariance_matrices(&mut rng) {
+        let x = rng.vec(5 * m.cols);
+        for isa in available_isas() {
+            let whole = run(isa, &m, &x, 5);
+            for k in 1..4 {
+                let view = skip_rows(&m, k);
+                let rows = m.rows - k;
+                let mut y = vec![0f32; 5 * rows];
+                project_with(isa, &x, 5, &view, &mut y);
+                for r in 0..5 {
+                    let got: Vec<u32> = y[r * rows..(r + 1) * rows]
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    let want: Vec<u32> = whole[r * m.rows + k..(r + 1) * m.rows]
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    assert_eq!(
+                        got, want,
+                        "{:?} {isa:?}: rows shifted by {k} changed bits",
+                        m.kind
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn results_do_not_depend_on_thread_count_or_chunking() {
     let mut rng = Rng::new(12);

@@ -1,0 +1,174 @@
+//! The engine's front door for servers and tools: submit a request, receive its tokens as events on a channel.
+//! The engine runs on its own OS thread; dropping the receiver cancels the request at the next round.
+
+use tensorfold_core::sampling::SamplingParams;
+
+/// Penalties applied to a row's logits before the keyed draw. They depend only on the tokens on that row's own
+/// path (prompt + committed + ancestors in the window), so drafted, batched and plain replies stay equal.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Penalties {
+    /// OpenAI: subtract once for every token that already appeared in the completion.
+    pub presence: f32,
+    /// OpenAI: subtract per occurrence in the completion.
+    pub frequency: f32,
+    /// HF/vLLM: divide positive (multiply negative) logits of tokens seen in prompt or completion; 1 = off.
+    pub repetition: f32,
+}
+
+impl Penalties {
+    pub fn is_off(&self) -> bool {
+        self.presence == 0.0 && self.frequency == 0.0 && self.repetition == 1.0
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub prompt: Vec<u32>,
+    pub max_tokens: usize,
+    pub sampling: SamplingParams,
+    pub penalties: Penalties,
+    /// Token ids that end the reply (not emitted) unless `ignore_eos`.
+    pub stop_ids: Vec<u32>,
+    pub ignore_eos: bool,
+    /// Allow drafts for this request (`"draft": false` turns them off; the reply is the same either way).
+    pub draft: bool,
+    /// Return the log-probability of each emitted token and this many alternatives (None = no logprobs).
+    pub logprobs: Option<usize>,
+    /// Prompt positions worth a prompt-cache snapshot (e.g. where the newest chat message starts).
+    pub cache_marks: Vec<usize>,
+}
+
+impl Request {
+    /// A greedy request with defaults, for tests and tools.
+    pub fn greedy(prompt: Vec<u32>, max_tokens: usize) -> Self {
+        Request {
+            prompt,
+            max_tokens,
+            sampling: SamplingParams::greedy(),
+            penalties: Penalties {
+                repetition: 1.0,
+                ..Default::default()
+            },
+            stop_ids: Vec::new(),
+            ignore_eos: false,
+            draft: true,
+            logprobs: None,
+            cache_marks: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprob {
+    pub logprob: f32,
+    /// The most likely tokens at this position with their log-probabilities, best first.
+    pub top: Vec<(u32, f32)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A stop id was drawn.
+    Stop,
+    /// `max_tokens` reached.
+    Length,
+    /// The client went away or asked to stop.
+    Cancelled,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    /// Prompt tokens restored from the prompt cache instead of computed.
+    pub cached_tokens: usize,
+    /// Draft rows verified, and how many of them were accepted.
+    pub drafted: usize,
+    pub accepted: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    Token {
+        id: u32,
+        logprob: Option<TokenLogprob>,
+    },
+    Done {
+        finish: FinishReason,
+        usage: Usage,
+        token_sha: String,
+        first_token_secs: f64,
+        total_secs: f64,
+    },
+    Error(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    #[error("the request queue is full ({0} waiting); retry later")]
+    QueueFull(usize),
+    #[error("This server's maximum context length is {context} tokens; the request needs {needed} ({prompt} prompt + {max_tokens} max_tokens)")]
+    ContextLength {
+        context: usize,
+        needed: usize,
+        prompt: usize,
+        max_tokens: usize,
+    },
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("the engine is shutting down")]
+    ShuttingDown,
+}
+
+/// Counters for /metrics and /health.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub requests_total: u64,
+    pub requests_running: usize,
+    pub queue_depth: usize,
+    pub prompt_tokens_total: u64,
+    pub completion_tokens_total: u64,
+    pub prompt_cache_hits: u64,
+    pub cached_tokens_total: u64,
+    pub drafted_total: u64,
+    pub accepted_total: u64,
+    pub rounds_total: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Streams that share rounds.
+    pub parallel: usize,
+    /// Longest prompt + max_tokens a request may ask for.
+    pub context: usize,
+    /// Requests waiting beyond `parallel` before submit answers QueueFull.
+    pub max_queue: usize,
+    /// Prompt rows per round for one stream.
+    pub prefill_chunk: usize,
+    /// Prompt-cache budget in bytes (0 = off).
+    pub prompt_cache_bytes: usize,
+    /// Use drafters at all (`--no-drafts` turns them off).
+    pub drafts: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            parallel: 4,
+            context: 8192,
+            max_queue: 64,
+            prefill_chunk: 256,
+            prompt_cache_bytes: 1 << 30,
+            drafts: true,
+        }
+    }
+}
