@@ -5,13 +5,21 @@ pub mod cpu;
 
 use tensorfold_core::{Result, StoredMatrix};
 
-/// One row of a round as the ops see it: which slot (index into the state slice passed with the call) and
-/// its absolute position. Rows of one slot form a chain at consecutive positions right after the slot's
-/// committed rows, in order; each row's parent is the previous row of its slot.
+/// One row of a round as the ops see it: which slot (index into the state slice passed with the call), its
+/// absolute position, and its parent: an earlier row of the same slot in this round (pos = parent's pos + 1), or
+/// None for a row right after the slot's committed rows. Rows of a slot form a chain or a tree, parents first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowRef {
     pub slot: usize,
     pub pos: usize,
+    pub parent: Option<usize>,
+}
+
+impl RowRef {
+    /// Row `i` of a chain that starts at position `start` of `slot`, in a round whose first chain row is `first`.
+    pub fn chain(slot: usize, start: usize, first: usize, i: usize) -> Self {
+        RowRef { slot, pos: start + i, parent: if i == 0 { None } else { Some(first + i - 1) } }
+    }
 }
 
 /// Shapes of a Gated DeltaNet layer.
@@ -68,10 +76,13 @@ pub trait Backend: Send + Sync + 'static {
     type Vector: Send + Sync;
     /// Activations `[rows, cols]` in f32.
     type Act: Send;
-    /// One DeltaNet layer's state for one slot: conv tail and fp32 recurrent state.
+    /// One DeltaNet layer's state for one slot: conv tail and fp32 recurrent state (+ the round in flight).
     type LinearState: Send;
-    /// One attention layer's keys and values for one slot.
+    /// One attention layer's keys and values for one slot (paged) (+ the round's pending rows).
     type KvState: Send;
+    /// Host-side copies for the prompt cache.
+    type LinearSnapshot: Send + Sync;
+    type KvSnapshot: Send + Sync;
 
     fn name(&self) -> String;
     fn matrix(&self, m: &StoredMatrix) -> Result<Self::Matrix>;
@@ -80,6 +91,17 @@ pub trait Backend: Send + Sync + 'static {
     fn new_kv_state(&self, spec: &AttnSpec) -> Self::KvState;
     /// Rows committed in a KV state.
     fn kv_len(&self, kv: &Self::KvState) -> usize;
+    /// Commits the round rows on `path` (root first) and forgets the slot's other pending rows.
+    fn keep_linear(&self, spec: &LinearSpec, st: &mut Self::LinearState, path: &[usize]) -> Result<()>;
+    fn keep_kv(&self, st: &mut Self::KvState, path: &[usize]) -> Result<()>;
+    fn snapshot_linear(&self, st: &Self::LinearState) -> Self::LinearSnapshot;
+    fn restore_linear(&self, snap: &Self::LinearSnapshot) -> Self::LinearState;
+    fn snapshot_kv(&self, st: &Self::KvState) -> Self::KvSnapshot;
+    fn restore_kv(&self, spec: &AttnSpec, snap: &Self::KvSnapshot) -> Result<Self::KvState>;
+    fn linear_snapshot_bytes(&self, snap: &Self::LinearSnapshot) -> usize;
+    fn kv_snapshot_bytes(&self, snap: &Self::KvSnapshot) -> usize;
+    /// KV pages: rows per page, pool capacity, pages in use.
+    fn kv_pages(&self) -> (usize, usize, usize);
 
     /// Rows `ids` of `table` (dequantized to f32).
     fn embed(&self, table: &Self::Matrix, ids: &[u32]) -> Self::Act;

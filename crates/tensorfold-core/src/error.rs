@@ -29,6 +29,8 @@ pub enum CoreError {
     Template(String),
     #[error("invalid request: {0}")]
     Invalid(String),
+    #[error("out of memory: {0}")]
+    Resource(String),
 }
 
 pub type Result<T, E = CoreError> = std::result::Result<T, E>;

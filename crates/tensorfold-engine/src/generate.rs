@@ -56,10 +56,7 @@ pub fn generate<B: Backend>(
     for (c, piece) in req.prompt.chunks(chunk).enumerate() {
         let base = c * chunk;
         let rows: Vec<RowRef> = (0..piece.len())
-            .map(|i| RowRef {
-                slot: 0,
-                pos: base + i,
-            })
+            .map(|i| RowRef::chain(0, base, 0, i))
             .collect();
         let is_last = base + piece.len() == req.prompt.len();
         let wanted: Vec<usize> = if req.want_prompt_logits {
@@ -69,7 +66,7 @@ pub fn generate<B: Backend>(
         } else {
             Vec::new()
         };
-        let logits = model.forward(&rows, piece, &mut [&mut slot], &wanted)?;
+        let logits = model.forward_chains(&rows, piece, &mut [&mut slot], &wanted)?;
         if is_last {
             last = logits[logits.len() - vocab..].to_vec();
         }
@@ -96,7 +93,7 @@ pub fn generate<B: Backend>(
         if tokens.len() == req.max_tokens {
             break;
         }
-        last = model.forward(&[RowRef { slot: 0, pos }], &[token], &mut [&mut slot], &[0])?;
+        last = model.forward_chains(&[RowRef::chain(0, pos, 0, 0)], &[token], &mut [&mut slot], &[0])?;
     }
     Ok(GenerateOutput {
         tokens,

@@ -209,11 +209,9 @@ fn run_round<B: Backend>(
                 continue;
             }
             prompt_budget -= take;
+            let first = rows.len();
             for i in 0..take {
-                rows.push(RowRef {
-                    slot: si,
-                    pos: base + i,
-                });
+                rows.push(RowRef::chain(si, base, first, i));
                 tokens.push(st.req.prompt[st.prefilled + i]);
             }
             if st.prefilled + take == st.req.prompt.len() {
@@ -221,17 +219,14 @@ fn run_round<B: Backend>(
                 drawing.push((si, logit_rows.len() - 1));
             }
         } else if let Some(t) = st.pending {
-            rows.push(RowRef {
-                slot: si,
-                pos: base,
-            });
+            rows.push(RowRef::chain(si, base, rows.len(), 0));
             tokens.push(t);
             logit_rows.push(rows.len() - 1);
             drawing.push((si, logit_rows.len() - 1));
         }
     }
     let mut slots: Vec<&mut SlotState<B>> = live.iter_mut().map(|s| &mut s.slot).collect();
-    let result = model.forward(&rows, &tokens, &mut slots, &logit_rows);
+    let result = model.forward_chains(&rows, &tokens, &mut slots, &logit_rows);
     let vocab = model.config.vocab_size;
     let logits = match result {
         Ok(l) => l,

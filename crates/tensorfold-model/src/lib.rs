@@ -3,4 +3,4 @@
 
 pub mod qwen35;
 
-pub use qwen35::{Qwen35, SlotState};
+pub use qwen35::{Qwen35, SlotSnapshot, SlotState};

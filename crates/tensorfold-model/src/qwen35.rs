@@ -205,9 +205,9 @@ impl<B: Backend> Qwen35<B> {
         SlotState { layers, len: 0 }
     }
 
-    /// Runs one round: `rows[i]` carries `tokens[i]` for slot `rows[i].slot` at `rows[i].pos`; each slot's rows
-    /// must continue its committed rows in order. Commits every row, and returns the logits of the rows named
-    /// in `logit_rows` (row-major `[logit_rows.len(), vocab]`).
+    /// Runs one round without committing it: `rows[i]` carries `tokens[i]` (see `RowRef` for the chain/tree
+    /// rules). Returns the logits of the rows named in `logit_rows` (row-major `[logit_rows.len(), vocab]`).
+    /// Each slot's rows stay pending until `keep`; a slot's next round forgets whatever was not kept.
     pub fn forward(
         &self,
         rows: &[RowRef],
@@ -215,34 +215,7 @@ impl<B: Backend> Qwen35<B> {
         slots: &mut [&mut SlotState<B>],
         logit_rows: &[usize],
     ) -> Result<Vec<f32>> {
-        let vocab = self.config.vocab_size;
-        if rows.len() != tokens.len() {
-            return Err(CoreError::Invalid(format!(
-                "{} rows but {} tokens",
-                rows.len(),
-                tokens.len()
-            )));
-        }
-        let mut next = slots.iter().map(|s| s.len).collect::<Vec<_>>();
-        for (r, &t) in rows.iter().zip(tokens) {
-            if r.slot >= slots.len() || r.pos != next[r.slot] {
-                return Err(CoreError::Invalid(format!(
-                    "row {r:?} does not continue its slot"
-                )));
-            }
-            if t as usize >= vocab {
-                return Err(CoreError::Invalid(format!(
-                    "token id {t} is outside the vocabulary ({vocab})"
-                )));
-            }
-            next[r.slot] += 1;
-        }
-        if let Some(&bad) = logit_rows.iter().find(|&&i| i >= rows.len()) {
-            return Err(CoreError::Invalid(format!(
-                "logit row {bad} of {} rows",
-                rows.len()
-            )));
-        }
+        self.check_round(rows, tokens, slots, logit_rows)?;
         let be = &self.backend;
         let eps = self.config.rms_norm_eps;
         let mut h = be.embed(&self.embed, tokens);
@@ -299,9 +272,6 @@ impl<B: Backend> Qwen35<B> {
             );
             be.add_assign(&mut h, &be.project(&act, &layer.mlp.down));
         }
-        for (slot, n) in slots.iter_mut().zip(next) {
-            slot.len = n;
-        }
         if logit_rows.is_empty() {
             return Ok(Vec::new());
         }
@@ -309,6 +279,124 @@ impl<B: Backend> Qwen35<B> {
         let normed = be.rms_norm(&picked, &self.final_norm, eps);
         Ok(be.to_host(&be.project(&normed, &self.lm_head)))
     }
+}
+
+impl<B: Backend> Qwen35<B> {
+    fn check_round(
+        &self,
+        rows: &[RowRef],
+        tokens: &[u32],
+        slots: &[&mut SlotState<B>],
+        logit_rows: &[usize],
+    ) -> Result<()> {
+        let vocab = self.config.vocab_size;
+        let bad = |m: String| Err(CoreError::Invalid(m));
+        if rows.len() != tokens.len() {
+            return bad(format!("{} rows but {} tokens", rows.len(), tokens.len()));
+        }
+        for (i, (r, &t)) in rows.iter().zip(tokens).enumerate() {
+            if r.slot >= slots.len() {
+                return bad(format!("row {i} names slot {} of {}", r.slot, slots.len()));
+            }
+            let expected = match r.parent {
+                None => slots[r.slot].len,
+                Some(p) if p < i && rows[p].slot == r.slot => rows[p].pos + 1,
+                Some(p) => return bad(format!("row {i}'s parent {p} is not an earlier row of its slot")),
+            };
+            if r.pos != expected {
+                return bad(format!("row {i} {r:?} must sit at position {expected}"));
+            }
+            if t as usize >= vocab {
+                return bad(format!("token id {t} is outside the vocabulary ({vocab})"));
+            }
+        }
+        if let Some(&b) = logit_rows.iter().find(|&&i| i >= rows.len()) {
+            return bad(format!("logit row {b} of {} rows", rows.len()));
+        }
+        Ok(())
+    }
+
+    /// Commits the rows on `path` (round row indices of this slot's last round, root first, each the parent of
+    /// the next): KV rows appended in order, DeltaNet state and conv tail as after the last of them.
+    pub fn keep(&self, slot: &mut SlotState<B>, path: &[usize]) -> Result<()> {
+        for st in slot.layers.iter_mut() {
+            match st {
+                LayerState::Linear(s) => self.backend.keep_linear(&self.linear_spec, s, path)?,
+                LayerState::Attn(s) => self.backend.keep_kv(s, path)?,
+            }
+        }
+        slot.len += path.len();
+        Ok(())
+    }
+
+    /// A round whose rows are one chain per slot, all kept (prompt chunks, plain decode).
+    pub fn forward_chains(
+        &self,
+        rows: &[RowRef],
+        tokens: &[u32],
+        slots: &mut [&mut SlotState<B>],
+        logit_rows: &[usize],
+    ) -> Result<Vec<f32>> {
+        let logits = self.forward(rows, tokens, slots, logit_rows)?;
+        for (si, slot) in slots.iter_mut().enumerate() {
+            let path: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].slot == si).collect();
+            if !path.is_empty() {
+                self.keep(slot, &path)?;
+            }
+        }
+        Ok(logits)
+    }
+
+    /// Host copies of a slot's committed state (prompt cache).
+    pub fn snapshot(&self, slot: &SlotState<B>) -> SlotSnapshot<B> {
+        let layers = slot
+            .layers
+            .iter()
+            .map(|l| match l {
+                LayerState::Linear(s) => LayerSnapshot::Linear(self.backend.snapshot_linear(s)),
+                LayerState::Attn(s) => LayerSnapshot::Attn(self.backend.snapshot_kv(s)),
+            })
+            .collect();
+        SlotSnapshot { layers, len: slot.len }
+    }
+
+    /// A slot holding exactly the snapshot's state.
+    pub fn restore(&self, snap: &SlotSnapshot<B>) -> Result<SlotState<B>> {
+        let mut layers = Vec::with_capacity(snap.layers.len());
+        for l in &snap.layers {
+            layers.push(match l {
+                LayerSnapshot::Linear(s) => LayerState::Linear(self.backend.restore_linear(s)),
+                LayerSnapshot::Attn(s) => LayerState::Attn(self.backend.restore_kv(&self.attn_spec, s)?),
+            });
+        }
+        Ok(SlotState { layers, len: snap.len })
+    }
+
+    pub fn snapshot_bytes(&self, snap: &SlotSnapshot<B>) -> usize {
+        snap.layers
+            .iter()
+            .map(|l| match l {
+                LayerSnapshot::Linear(s) => self.backend.linear_snapshot_bytes(s),
+                LayerSnapshot::Attn(s) => self.backend.kv_snapshot_bytes(s),
+            })
+            .sum()
+    }
+
+    /// Number of attention layers (each takes KV pages).
+    pub fn attention_layers(&self) -> usize {
+        self.layers.iter().filter(|l| matches!(l.mixer, Mixer::Attn(_))).count()
+    }
+}
+
+/// A slot's committed state copied out (prompt cache).
+pub enum LayerSnapshot<B: Backend> {
+    Linear(B::LinearSnapshot),
+    Attn(B::KvSnapshot),
+}
+
+pub struct SlotSnapshot<B: Backend> {
+    pub layers: Vec<LayerSnapshot<B>>,
+    pub len: usize,
 }
 
 impl<B: Backend> LinearLayer<B> {

@@ -59,16 +59,16 @@ struct Outcome {
 
 fn check_fixture(dir: &Path) -> Outcome {
     let ck = Checkpoint::open(dir, |_, _| {}).expect("fixture opens");
-    let model = Qwen35::load(&ck, CpuBackend).expect("fixture binds");
+    let model = Qwen35::load(&ck, CpuBackend::default()).expect("fixture binds");
     let r = read_reference(dir);
     let vocab = model.config.vocab_size;
     let mut slot = model.new_slot();
     let rows: Vec<RowRef> = (0..r.prompt.len())
-        .map(|pos| RowRef { slot: 0, pos })
+        .map(|pos| RowRef::chain(0, 0, 0, pos))
         .collect();
     let all: Vec<usize> = (0..r.prompt.len()).collect();
     let logits = model
-        .forward(&rows, &r.prompt, &mut [&mut slot], &all)
+        .forward_chains(&rows, &r.prompt, &mut [&mut slot], &all)
         .expect("forward");
     assert_eq!(logits.len(), r.logits.len(), "logit count");
     let max_diff = logits
@@ -92,7 +92,7 @@ fn check_fixture(dir: &Path) -> Outcome {
         equal += 1;
         let pos = r.prompt.len() + i;
         last = model
-            .forward(&[RowRef { slot: 0, pos }], &[got], &mut [&mut slot], &[0])
+            .forward_chains(&[RowRef::chain(0, pos, 0, 0)], &[got], &mut [&mut slot], &[0])
             .expect("decode");
     }
     Outcome {

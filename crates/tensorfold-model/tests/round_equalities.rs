@@ -12,7 +12,7 @@ fn model(name: &str) -> Qwen35<CpuBackend> {
         .join("../../fixtures")
         .join(name);
     let ck = Checkpoint::open(&dir, |_, _| {}).expect("fixture opens");
-    Qwen35::load(&ck, CpuBackend).expect("fixture binds")
+    Qwen35::load(&ck, CpuBackend::default()).expect("fixture binds")
 }
 
 fn prompt(n: usize, salt: u32) -> Vec<u32> {
@@ -27,13 +27,10 @@ fn prefill(m: &Qwen35<CpuBackend>, ids: &[u32], chunk: usize) -> Vec<f32> {
     let mut out = Vec::new();
     for (c, piece) in ids.chunks(chunk).enumerate() {
         let rows: Vec<RowRef> = (0..piece.len())
-            .map(|i| RowRef {
-                slot: 0,
-                pos: c * chunk + i,
-            })
+            .map(|i| RowRef::chain(0, c * chunk, 0, i))
             .collect();
         let all: Vec<usize> = (0..piece.len()).collect();
-        out.extend(m.forward(&rows, piece, &mut [&mut slot], &all).unwrap());
+        out.extend(m.forward_chains(&rows, piece, &mut [&mut slot], &all).unwrap());
     }
     out
 }
@@ -69,11 +66,13 @@ fn a_slot_sharing_its_round_gets_the_same_bits_as_alone() {
     let mut tokens = Vec::new();
     for i in 0..a.len().max(b.len()) {
         if i < b.len() {
-            rows.push(RowRef { slot: 1, pos: i });
+            let parent = rows.iter().rposition(|r: &RowRef| r.slot == 1);
+            rows.push(RowRef { slot: 1, pos: i, parent });
             tokens.push(b[i]);
         }
         if i < a.len() {
-            rows.push(RowRef { slot: 0, pos: i });
+            let parent = rows.iter().rposition(|r: &RowRef| r.slot == 0);
+            rows.push(RowRef { slot: 0, pos: i, parent });
             tokens.push(a[i]);
         }
     }
@@ -99,7 +98,7 @@ fn a_slot_sharing_its_round_gets_the_same_bits_as_alone() {
 fn rows_that_skip_a_position_are_refused() {
     let m = model("tiny-flat-f16-notok");
     let mut slot = m.new_slot();
-    let err = m.forward(&[RowRef { slot: 0, pos: 1 }], &[3], &mut [&mut slot], &[0]);
+    let err = m.forward(&[RowRef { slot: 0, pos: 1, parent: None }], &[3], &mut [&mut slot], &[0]);
     assert!(err.is_err());
     assert_eq!(slot.len, 0, "a refused round leaves the slot untouched");
 }

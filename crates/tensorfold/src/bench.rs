@@ -51,7 +51,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
     let bw = read_bandwidth();
     let ck = crate::run::open_checkpoint(&dir)?;
-    let model = Qwen35::load(&ck, CpuBackend)?;
+    let model = Qwen35::load(&ck, CpuBackend::default())?;
     let vocab = model.config.vocab_size as u32;
     let prompt: Vec<u32> = (0..args.prompt_tokens as u32)
         .map(|i| (i * 7919 + 13) % vocab.min(240_000))

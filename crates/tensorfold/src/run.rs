@@ -115,7 +115,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             tok.encode(&text)?
         }
     };
-    let model = Qwen35::load(&ck, CpuBackend)?;
+    let model = Qwen35::load(&ck, CpuBackend::default())?;
     let mut stop_ids = ck.config.eos_token_ids.clone();
     if let Some(tok) = &tokenizer {
         stop_ids.extend(tok.stop_ids());

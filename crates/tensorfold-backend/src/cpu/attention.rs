@@ -1,37 +1,99 @@
-//! Gated full attention on the CPU: per-head q/k norms, partial NeoX RoPE, KV append, causal GQA softmax
-//! attention over each row's slot keys in position order, and the sigmoid output gate (qwen35.md §3.5).
+//! Gated full attention on the CPU over a round: per-head q/k norms, partial NeoX RoPE, causal GQA softmax
+//! attention over the slot's committed keys then the row's ancestors in the round (so a tree row sees exactly the
+//! keys the plain path would), the sigmoid output gate; rows stay pending until `keep` pages them in.
 
 use super::kernels::{axpy_f32, dot_f32};
+use super::pages::{PagePool, PAGE_ROWS};
 use super::{inv_rms, sigmoid, CpuAct, CpuBackend};
 use crate::{AttnParams, AttnSpec, RowRef};
 use rayon::prelude::*;
+use std::sync::Arc;
 
-/// Keys and values of one attention layer for one slot, f32, `[position, kv_heads, head_dim]`.
-#[derive(Clone, Debug, PartialEq)]
+/// Keys and values of one attention layer for one slot: committed rows in pool pages (keys then values within a
+/// page, `[PAGE_ROWS, kv_heads·head_dim]` each), plus the current round's pending rows.
+#[derive(Debug)]
 pub struct CpuKv {
-    pub keys: Vec<f32>,
-    pub values: Vec<f32>,
+    pool: Arc<PagePool>,
+    pages: Vec<Box<[f32]>>,
+    len: usize,
     row: usize,
+    /// (round row index, key, value) of rows computed this round and not yet kept.
+    pending: Vec<(usize, Vec<f32>, Vec<f32>)>,
+}
+
+impl Drop for CpuKv {
+    fn drop(&mut self) {
+        for p in self.pages.drain(..) {
+            self.pool.give_back(p);
+        }
+    }
 }
 
 impl CpuKv {
-    pub fn new(spec: &AttnSpec) -> Self {
-        CpuKv {
-            keys: Vec::new(),
-            values: Vec::new(),
-            row: spec.kv_heads * spec.head_dim,
-        }
+    pub fn new(spec: &AttnSpec, pool: Arc<PagePool>) -> Self {
+        CpuKv { pool, pages: Vec::new(), len: 0, row: spec.kv_heads * spec.head_dim, pending: Vec::new() }
     }
     pub fn len(&self) -> usize {
-        self.keys.len() / self.row
+        self.len
     }
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.len == 0
     }
-    /// Drops rows from `len` on (rejected drafts).
+    fn key(&self, t: usize) -> &[f32] {
+        let off = (t % PAGE_ROWS) * self.row;
+        &self.pages[t / PAGE_ROWS][off..off + self.row]
+    }
+    fn value(&self, t: usize) -> &[f32] {
+        let off = (PAGE_ROWS + t % PAGE_ROWS) * self.row;
+        &self.pages[t / PAGE_ROWS][off..off + self.row]
+    }
+    /// Appends one committed row, taking a page from the pool when the last one is full.
+    pub fn push(&mut self, key: &[f32], value: &[f32]) -> Result<(), String> {
+        if self.len == self.pages.len() * PAGE_ROWS {
+            let page = self.pool.take(2 * PAGE_ROWS * self.row).ok_or_else(|| {
+                format!("KV page pool exhausted ({} pages in use)", self.pool.capacity())
+            })?;
+            self.pages.push(page);
+        }
+        let t = self.len;
+        let page = &mut self.pages[t / PAGE_ROWS];
+        let ko = (t % PAGE_ROWS) * self.row;
+        page[ko..ko + self.row].copy_from_slice(key);
+        let vo = (PAGE_ROWS + t % PAGE_ROWS) * self.row;
+        page[vo..vo + self.row].copy_from_slice(value);
+        self.len += 1;
+        Ok(())
+    }
+    /// Commits the pending rows on `path` (round row indices, in position order) and drops the others.
+    pub fn keep(&mut self, path: &[usize]) -> Result<(), String> {
+        let pending = std::mem::take(&mut self.pending);
+        for &r in path {
+            let (_, k, v) = pending.iter().find(|p| p.0 == r).ok_or_else(|| format!("row {r} is not pending"))?;
+            self.push(k, v)?;
+        }
+        Ok(())
+    }
+    /// Drops committed rows from `len` on, returning emptied pages to the pool.
     pub fn truncate(&mut self, len: usize) {
-        self.keys.truncate(len * self.row);
-        self.values.truncate(len * self.row);
+        self.len = self.len.min(len);
+        while self.pages.len() > self.len.div_ceil(PAGE_ROWS) {
+            if let Some(p) = self.pages.pop() {
+                self.pool.give_back(p);
+            }
+        }
+    }
+    /// Committed keys and values as plain vectors (prompt-cache snapshots).
+    pub fn export(&self) -> (Vec<f32>, Vec<f32>) {
+        let mut k = Vec::with_capacity(self.len * self.row);
+        let mut v = Vec::with_capacity(self.len * self.row);
+        for t in 0..self.len {
+            k.extend_from_slice(self.key(t));
+            v.extend_from_slice(self.value(t));
+        }
+        (k, v)
+    }
+    pub fn pages_in_use(&self) -> usize {
+        self.pages.len()
     }
 }
 
@@ -55,6 +117,18 @@ fn norm_head(x: &mut [f32], w: &[f32], eps: f32) {
     }
 }
 
+/// Round rows from the slot's first round row to `i`, following parents: the row's ancestors, root first.
+pub(super) fn ancestry(rows: &[RowRef], i: usize) -> Vec<usize> {
+    let mut path = vec![i];
+    let mut cur = i;
+    while let Some(p) = rows[cur].parent {
+        path.push(p);
+        cur = p;
+    }
+    path.reverse();
+    path
+}
+
 pub(super) fn gated_attention(
     p: &AttnParams<CpuBackend>,
     qg: &CpuAct,
@@ -66,60 +140,68 @@ pub(super) fn gated_attention(
     let s = p.spec;
     let hd = s.head_dim;
     let group = s.heads / s.kv_heads;
-    // Append every row's normed, rotated key and its value; rows of a slot arrive in position order.
+    for st in states.iter_mut() {
+        st.pending.clear();
+    }
+    // Every row's normed, rotated key and its value wait as pending rows of their slot.
+    let mut local = vec![0usize; rows.len()];
     for (i, r) in rows.iter().enumerate() {
         let kv = &mut *states[r.slot];
-        debug_assert_eq!(kv.len(), r.pos, "rows must extend their slot in order");
         let mut key = k.row(i).to_vec();
         for head in key.chunks_mut(hd) {
             norm_head(head, &p.k_norm, p.eps);
             rope(head, r.pos, s.rotary_dim, s.rope_theta);
         }
-        kv.keys.extend_from_slice(&key);
-        kv.values.extend_from_slice(v.row(i));
+        local[i] = kv.pending.len();
+        kv.pending.push((i, key, v.row(i).to_vec()));
     }
     let kv_row = s.kv_heads * hd;
     let scale = 1.0 / (hd as f32).sqrt();
     let states: Vec<&CpuKv> = states.iter().map(|s| &**s).collect();
+    let paths: Vec<Vec<usize>> = (0..rows.len()).map(|i| ancestry(rows, i)).collect();
     let mut out = CpuAct::zeros(rows.len(), s.heads * hd);
-    out.data
-        .par_chunks_mut(hd)
-        .enumerate()
-        .for_each(|(idx, o)| {
-            let (i, h) = (idx / s.heads, idx % s.heads);
-            let r = rows[i];
-            let kv = states[r.slot];
-            let qrow = qg.row(i);
-            let mut q = qrow[h * 2 * hd..h * 2 * hd + hd].to_vec();
-            let gate = &qrow[h * 2 * hd + hd..(h + 1) * 2 * hd];
-            norm_head(&mut q, &p.q_norm, p.eps);
-            rope(&mut q, r.pos, s.rotary_dim, s.rope_theta);
-            let kvh = h / group;
-            let n = r.pos + 1;
-            let mut scores: Vec<f32> = (0..n)
-                .map(|t| {
-                    dot_f32(
-                        &q,
-                        &kv.keys[t * kv_row + kvh * hd..t * kv_row + (kvh + 1) * hd],
-                    ) * scale
-                })
-                .collect();
-            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0f32;
-            for sc in scores.iter_mut() {
-                *sc = (*sc - max).exp();
-                sum += *sc;
+    out.data.par_chunks_mut(hd).enumerate().for_each(|(idx, o)| {
+        let (i, h) = (idx / s.heads, idx % s.heads);
+        let r = rows[i];
+        let kv = states[r.slot];
+        let qrow = qg.row(i);
+        let mut q = qrow[h * 2 * hd..h * 2 * hd + hd].to_vec();
+        let gate = &qrow[h * 2 * hd + hd..(h + 1) * 2 * hd];
+        norm_head(&mut q, &p.q_norm, p.eps);
+        rope(&mut q, r.pos, s.rotary_dim, s.rope_theta);
+        let kvh = h / group;
+        let head = kvh * hd..(kvh + 1) * hd;
+        let path = &paths[i];
+        // Keys in position order: committed rows, then this row's ancestors and itself.
+        let key_at = |t: usize| -> &[f32] {
+            if t < kv.len {
+                &kv.key(t)[head.clone()]
+            } else {
+                &kv.pending[local[path[t - kv.len]]].1[head.clone()]
             }
-            for (t, &w) in scores.iter().enumerate() {
-                axpy_f32(
-                    w / sum,
-                    &kv.values[t * kv_row + kvh * hd..t * kv_row + (kvh + 1) * hd],
-                    o,
-                );
+        };
+        let value_at = |t: usize| -> &[f32] {
+            if t < kv.len {
+                &kv.value(t)[head.clone()]
+            } else {
+                &kv.pending[local[path[t - kv.len]]].2[head.clone()]
             }
-            for (e, &g) in o.iter_mut().zip(gate) {
-                *e *= sigmoid(g);
-            }
-        });
+        };
+        let n = kv.len + path.len();
+        let mut scores: Vec<f32> = (0..n).map(|t| dot_f32(&q, key_at(t)) * scale).collect();
+        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0f32;
+        for sc in scores.iter_mut() {
+            *sc = (*sc - max).exp();
+            sum += *sc;
+        }
+        for (t, &w) in scores.iter().enumerate() {
+            axpy_f32(w / sum, value_at(t), o);
+        }
+        for (e, &g) in o.iter_mut().zip(gate) {
+            *e *= sigmoid(g);
+        }
+    });
+    let _ = kv_row;
     out
 }

@@ -4,10 +4,11 @@
 mod attention;
 mod deltanet;
 pub mod kernels;
+pub mod pages;
 
 use crate::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
 use rayon::prelude::*;
-use tensorfold_core::{Result, StoredMatrix};
+use tensorfold_core::{CoreError, Result, StoredMatrix};
 
 pub use attention::CpuKv;
 pub use deltanet::CpuLinearState;
@@ -33,8 +34,25 @@ impl CpuAct {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CpuBackend;
+/// The CPU backend; clones share one KV page pool.
+#[derive(Clone, Debug)]
+pub struct CpuBackend {
+    pool: std::sync::Arc<pages::PagePool>,
+}
+
+impl Default for CpuBackend {
+    /// A backend whose KV pool is bounded only by memory.
+    fn default() -> Self {
+        CpuBackend::with_kv_pages(usize::MAX / 2)
+    }
+}
+
+impl CpuBackend {
+    /// A backend whose KV pool holds at most `pages` pages of `pages::PAGE_ROWS` positions (per attention layer).
+    pub fn with_kv_pages(pages: usize) -> Self {
+        CpuBackend { pool: pages::PagePool::new(pages) }
+    }
+}
 
 pub(crate) fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
@@ -56,6 +74,8 @@ impl Backend for CpuBackend {
     type Act = CpuAct;
     type LinearState = CpuLinearState;
     type KvState = CpuKv;
+    type LinearSnapshot = CpuLinearState;
+    type KvSnapshot = (Vec<f32>, Vec<f32>);
 
     fn name(&self) -> String {
         format!(
@@ -74,10 +94,42 @@ impl Backend for CpuBackend {
         CpuLinearState::new(spec)
     }
     fn new_kv_state(&self, spec: &AttnSpec) -> CpuKv {
-        CpuKv::new(spec)
+        CpuKv::new(spec, self.pool.clone())
     }
     fn kv_len(&self, kv: &CpuKv) -> usize {
         kv.len()
+    }
+    fn keep_linear(&self, spec: &LinearSpec, st: &mut CpuLinearState, path: &[usize]) -> Result<()> {
+        st.keep(spec, path).map_err(CoreError::Invalid)
+    }
+    fn keep_kv(&self, st: &mut CpuKv, path: &[usize]) -> Result<()> {
+        st.keep(path).map_err(CoreError::Resource)
+    }
+    fn snapshot_linear(&self, st: &CpuLinearState) -> CpuLinearState {
+        st.committed_copy()
+    }
+    fn restore_linear(&self, snap: &CpuLinearState) -> CpuLinearState {
+        snap.clone()
+    }
+    fn snapshot_kv(&self, st: &CpuKv) -> (Vec<f32>, Vec<f32>) {
+        st.export()
+    }
+    fn restore_kv(&self, spec: &AttnSpec, snap: &(Vec<f32>, Vec<f32>)) -> Result<CpuKv> {
+        let mut kv = CpuKv::new(spec, self.pool.clone());
+        let row = spec.kv_heads * spec.head_dim;
+        for (k, v) in snap.0.chunks(row).zip(snap.1.chunks(row)) {
+            kv.push(k, v).map_err(CoreError::Resource)?;
+        }
+        Ok(kv)
+    }
+    fn linear_snapshot_bytes(&self, snap: &CpuLinearState) -> usize {
+        4 * (snap.conv_tail.len() + snap.recurrent.len())
+    }
+    fn kv_snapshot_bytes(&self, snap: &(Vec<f32>, Vec<f32>)) -> usize {
+        4 * (snap.0.len() + snap.1.len())
+    }
+    fn kv_pages(&self) -> (usize, usize, usize) {
+        (pages::PAGE_ROWS, self.pool.capacity(), self.pool.in_use())
     }
 
     fn embed(&self, table: &StoredMatrix, ids: &[u32]) -> CpuAct {
