@@ -5,7 +5,7 @@ use tensorfold_core::sampling::SamplingParams;
 
 /// Penalties applied to a row's logits before the keyed draw. They depend only on the tokens on that row's own
 /// path (prompt + committed + ancestors in the window), so drafted, batched and plain replies stay equal.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Penalties {
     /// OpenAI: subtract once for every token that already appeared in the completion.
     pub presence: f32,
@@ -13,6 +13,17 @@ pub struct Penalties {
     pub frequency: f32,
     /// HF/vLLM: divide positive (multiply negative) logits of tokens seen in prompt or completion; 1 = off.
     pub repetition: f32,
+}
+
+impl Default for Penalties {
+    /// No penalties (repetition 1 is the identity).
+    fn default() -> Self {
+        Penalties {
+            presence: 0.0,
+            frequency: 0.0,
+            repetition: 1.0,
+        }
+    }
 }
 
 impl Penalties {
@@ -125,6 +136,12 @@ pub enum SubmitError {
     },
     #[error("invalid request: {0}")]
     Invalid(String),
+    #[error("the request needs {needed} KV pages ({tokens} tokens) but the pool holds {capacity}")]
+    KvCapacity {
+        needed: usize,
+        capacity: usize,
+        tokens: usize,
+    },
     #[error("the engine is shutting down")]
     ShuttingDown,
 }
@@ -158,6 +175,12 @@ pub struct EngineConfig {
     pub prompt_cache_bytes: usize,
     /// Use drafters at all (`--no-drafts` turns them off).
     pub drafts: bool,
+    /// Builds each stream's drafter (default: context copies).
+    pub drafter: crate::drafter::DrafterFactory,
+    /// Most draft rows in one window.
+    pub max_draft: usize,
+    /// Snapshot long prompts every this many tokens (0 = only at explicit marks and ends).
+    pub cache_every: usize,
 }
 
 impl Default for EngineConfig {
@@ -169,6 +192,9 @@ impl Default for EngineConfig {
             prefill_chunk: 256,
             prompt_cache_bytes: 1 << 30,
             drafts: true,
+            drafter: crate::drafter::DrafterFactory::context_copy(),
+            max_draft: 8,
+            cache_every: 1024,
         }
     }
 }

@@ -14,6 +14,7 @@ pub struct GenerateRequest {
     pub prompt: Vec<u32>,
     pub max_tokens: usize,
     pub sampling: SamplingParams,
+    pub penalties: crate::api::Penalties,
     /// Token ids that end the reply (not emitted) unless `ignore_eos`.
     pub stop_ids: Vec<u32>,
     pub ignore_eos: bool,
@@ -80,6 +81,7 @@ pub fn generate<B: Backend>(
     let mut finish = FinishReason::Length;
     while tokens.len() < req.max_tokens {
         let pos = slot.len;
+        crate::penalties::apply_penalties(&mut last, &req.penalties, &req.prompt, &tokens);
         let token = draw(&last, &req.sampling, pos as u64);
         if !req.ignore_eos && req.stop_ids.contains(&token) {
             finish = FinishReason::Stop;
@@ -93,7 +95,12 @@ pub fn generate<B: Backend>(
         if tokens.len() == req.max_tokens {
             break;
         }
-        last = model.forward_chains(&[RowRef::chain(0, pos, 0, 0)], &[token], &mut [&mut slot], &[0])?;
+        last = model.forward_chains(
+            &[RowRef::chain(0, pos, 0, 0)],
+            &[token],
+            &mut [&mut slot],
+            &[0],
+        )?;
     }
     Ok(GenerateOutput {
         tokens,

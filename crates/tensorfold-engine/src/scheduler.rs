@@ -1,22 +1,35 @@
-//! The engine thread: admits requests into slots, runs one round at a time over every live stream (prompt chunks
-//! and decode rows side by side), draws each stream's tokens with the keyed rule and streams them back.
+//! The engine thread: admits queued requests into slots when their KV pages can be reserved (resuming from the
+//! prompt cache when a prefix is cached), runs rounds over every live stream, retires finished ones.
 
-use crate::api::{
-    EngineConfig, Event, FinishReason, Request, Stats, SubmitError, TokenLogprob, Usage,
-};
-use crate::penalties::apply_penalties;
+use crate::api::{EngineConfig, Event, FinishReason, Request, Stats, SubmitError, Usage};
+use crate::prompt_cache::PromptCache;
+use crate::round::{run_round, RoundPlan, Stream};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tensorfold_backend::{Backend, RowRef};
-use tensorfold_core::sampling::{draw, token_sha};
-use tensorfold_model::{Qwen35, SlotState};
+use tensorfold_backend::Backend;
+use tensorfold_core::sampling::token_sha;
+use tensorfold_model::Qwen35;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 enum Command {
     Submit(Box<Request>, UnboundedSender<Event>),
     Shutdown,
+}
+
+/// How many KV pages a request may need: every attention layer holds prompt + max_tokens rows.
+#[derive(Clone, Copy, Debug)]
+struct PageMath {
+    page_rows: usize,
+    capacity: usize,
+    attention_layers: usize,
+}
+
+impl PageMath {
+    fn pages_for(&self, tokens: usize) -> usize {
+        self.attention_layers * tokens.div_ceil(self.page_rows.max(1))
+    }
 }
 
 /// A cheap, cloneable handle to the engine thread.
@@ -26,6 +39,7 @@ pub struct EngineHandle {
     stats: Arc<Mutex<Stats>>,
     config: EngineConfig,
     vocab_size: usize,
+    pages: PageMath,
     join: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
@@ -55,6 +69,14 @@ impl EngineHandle {
                 max_tokens: req.max_tokens,
             });
         }
+        let pages = self.pages.pages_for(needed);
+        if pages > self.pages.capacity {
+            return Err(SubmitError::KvCapacity {
+                needed: pages,
+                capacity: self.pages.capacity,
+                tokens: needed,
+            });
+        }
         {
             let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
             if s.queue_depth >= self.config.max_queue {
@@ -63,9 +85,11 @@ impl EngineHandle {
             s.queue_depth += 1;
         }
         let (etx, erx) = unbounded_channel();
-        self.tx
-            .send(Command::Submit(Box::new(req), etx))
-            .map_err(|_| SubmitError::ShuttingDown)?;
+        if self.tx.send(Command::Submit(Box::new(req), etx)).is_err() {
+            let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+            s.queue_depth = s.queue_depth.saturating_sub(1);
+            return Err(SubmitError::ShuttingDown);
+        }
         Ok(erx)
     }
 
@@ -86,221 +110,253 @@ impl EngineHandle {
     }
 }
 
-struct Stream<B: Backend> {
-    req: Request,
-    events: UnboundedSender<Event>,
-    slot: SlotState<B>,
-    /// Prompt rows already run.
-    prefilled: usize,
-    generated: Vec<u32>,
-    /// Drawn but not yet run through the model.
-    pending: Option<u32>,
-    started: Instant,
-    first_token_secs: Option<f64>,
-    usage: Usage,
-}
-
 /// Starts the engine thread for `model`.
 pub fn spawn<B: Backend>(model: Qwen35<B>, config: EngineConfig) -> EngineHandle {
     let (tx, rx) = std::sync::mpsc::channel();
     let stats = Arc::new(Mutex::new(Stats::default()));
+    let (page_rows, capacity, _) = model.backend.kv_pages();
+    let pages = PageMath {
+        page_rows,
+        capacity,
+        attention_layers: model.attention_layers(),
+    };
     let vocab_size = model.config.vocab_size;
-    let thread_stats = stats.clone();
-    let thread_config = config.clone();
+    let (thread_stats, thread_config) = (stats.clone(), config.clone());
     let join = std::thread::Builder::new()
         .name("tensorfold-engine".into())
-        .spawn(move || engine_loop(model, thread_config, rx, thread_stats))
+        .spawn(move || Engine::new(model, thread_config, pages, thread_stats).run(rx))
         .expect("spawning the engine thread");
     EngineHandle {
         tx,
         stats,
         config,
         vocab_size,
+        pages,
         join: Arc::new(Mutex::new(Some(join))),
     }
 }
 
-fn engine_loop<B: Backend>(
+struct Engine<B: Backend> {
     model: Qwen35<B>,
     cfg: EngineConfig,
-    rx: Receiver<Command>,
+    pages: PageMath,
     stats: Arc<Mutex<Stats>>,
-) {
-    let mut queue: VecDeque<(Box<Request>, UnboundedSender<Event>)> = VecDeque::new();
-    let mut live: Vec<Stream<B>> = Vec::new();
-    let mut draining = false;
-    loop {
-        // Take commands; block only when there is nothing to run.
-        loop {
-            let cmd = if live.is_empty() && queue.is_empty() && !draining {
-                match rx.recv() {
-                    Ok(c) => c,
-                    Err(_) => return,
-                }
-            } else {
-                match rx.try_recv() {
-                    Ok(c) => c,
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        draining = true;
-                        break;
-                    }
-                }
-            };
-            match cmd {
-                Command::Submit(req, events) => queue.push_back((req, events)),
-                Command::Shutdown => draining = true,
-            }
-        }
-        while live.len() < cfg.parallel.max(1) {
-            let Some((req, events)) = queue.pop_front() else {
-                break;
-            };
-            let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
-            s.queue_depth = s.queue_depth.saturating_sub(1);
-            s.requests_total += 1;
-            drop(s);
-            live.push(Stream {
-                usage: Usage {
-                    prompt_tokens: req.prompt.len(),
-                    ..Default::default()
-                },
-                req: *req,
-                events,
-                slot: model.new_slot(),
-                prefilled: 0,
-                generated: Vec::new(),
-                pending: None,
-                started: Instant::now(),
-                first_token_secs: None,
-            });
-        }
-        if live.is_empty() {
-            if draining && queue.is_empty() {
-                return;
-            }
-            continue;
-        }
-        run_round(&model, &cfg, &mut live, &stats);
-        let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
-        s.requests_running = live.len();
-        s.rounds_total += 1;
-    }
+    queue: VecDeque<(Box<Request>, UnboundedSender<Event>)>,
+    live: Vec<Stream<B>>,
+    cache: PromptCache<B>,
+    reserved: usize,
 }
 
-/// One round: every live stream contributes its pending row or a prompt chunk; then draw, emit, retire.
-fn run_round<B: Backend>(
-    model: &Qwen35<B>,
-    cfg: &EngineConfig,
-    live: &mut Vec<Stream<B>>,
-    stats: &Mutex<Stats>,
-) {
-    let mut rows = Vec::new();
-    let mut tokens = Vec::new();
-    let mut logit_rows = Vec::new();
-    // (stream index, round row index of its logits) for streams that draw this round.
-    let mut drawing = Vec::new();
-    let mut prompt_budget = cfg.prefill_chunk.max(1);
-    for (si, st) in live.iter().enumerate() {
-        let base = st.slot.len;
-        if st.prefilled < st.req.prompt.len() {
-            let take = (st.req.prompt.len() - st.prefilled).min(prompt_budget);
-            if take == 0 {
+impl<B: Backend> Engine<B> {
+    fn new(model: Qwen35<B>, cfg: EngineConfig, pages: PageMath, stats: Arc<Mutex<Stats>>) -> Self {
+        let cache = PromptCache::new(cfg.prompt_cache_bytes);
+        Engine {
+            model,
+            cfg,
+            pages,
+            stats,
+            queue: VecDeque::new(),
+            live: Vec::new(),
+            cache,
+            reserved: 0,
+        }
+    }
+
+    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn run(mut self, rx: Receiver<Command>) {
+        let mut draining = false;
+        loop {
+            // Take commands; block only when there is nothing to run.
+            loop {
+                let cmd = if self.live.is_empty() && self.queue.is_empty() && !draining {
+                    match rx.recv() {
+                        Ok(c) => c,
+                        Err(_) => return,
+                    }
+                } else {
+                    match rx.try_recv() {
+                        Ok(c) => c,
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => {
+                            draining = true;
+                            break;
+                        }
+                    }
+                };
+                match cmd {
+                    Command::Submit(req, events) => self.queue.push_back((req, events)),
+                    Command::Shutdown => draining = true,
+                }
+            }
+            self.admit();
+            if self.live.is_empty() {
+                if draining && self.queue.is_empty() {
+                    return;
+                }
                 continue;
             }
-            prompt_budget -= take;
-            let first = rows.len();
-            for i in 0..take {
-                rows.push(RowRef::chain(si, base, first, i));
-                tokens.push(st.req.prompt[st.prefilled + i]);
+            self.round();
+        }
+    }
+
+    /// Moves queued requests into slots while slots and KV pages allow, in arrival order.
+    fn admit(&mut self) {
+        while self.live.len() < self.cfg.parallel.max(1) {
+            let Some((req, _)) = self.queue.front() else {
+                break;
+            };
+            let need = self.pages.pages_for(req.prompt.len() + req.max_tokens);
+            if self.reserved + need > self.pages.capacity {
+                break;
             }
-            if st.prefilled + take == st.req.prompt.len() {
-                logit_rows.push(rows.len() - 1);
-                drawing.push((si, logit_rows.len() - 1));
+            let Some((req, events)) = self.queue.pop_front() else {
+                break;
+            };
+            {
+                let mut s = self.stats();
+                s.queue_depth = s.queue_depth.saturating_sub(1);
+                s.requests_total += 1;
             }
-        } else if let Some(t) = st.pending {
-            rows.push(RowRef::chain(si, base, rows.len(), 0));
-            tokens.push(t);
-            logit_rows.push(rows.len() - 1);
-            drawing.push((si, logit_rows.len() - 1));
-        }
-    }
-    let mut slots: Vec<&mut SlotState<B>> = live.iter_mut().map(|s| &mut s.slot).collect();
-    let result = model.forward_chains(&rows, &tokens, &mut slots, &logit_rows);
-    let vocab = model.config.vocab_size;
-    let logits = match result {
-        Ok(l) => l,
-        Err(e) => {
-            // A round failing is an engine bug, not a client's fault: fail every stream in it, keep serving.
-            for st in live.drain(..) {
-                let _ = st.events.send(Event::Error(format!("internal error: {e}")));
+            if events.is_closed() {
+                continue;
             }
-            return;
-        }
-    };
-    // Advance prompt progress.
-    let mut per_stream_rows = vec![0usize; live.len()];
-    for r in &rows {
-        per_stream_rows[r.slot] += 1;
-    }
-    for (si, st) in live.iter_mut().enumerate() {
-        if st.prefilled < st.req.prompt.len() {
-            st.prefilled += per_stream_rows[si];
-        } else if per_stream_rows[si] > 0 {
-            st.pending = None;
-        }
-    }
-    let mut finished = vec![None; live.len()];
-    for (si, li) in drawing {
-        let st = &mut live[si];
-        let mut row = logits[li * vocab..(li + 1) * vocab].to_vec();
-        apply_penalties(&mut row, &st.req.penalties, &st.req.prompt, &st.generated);
-        let pos = st.slot.len as u64;
-        let token = draw(&row, &st.req.sampling, pos);
-        if !st.req.ignore_eos && st.req.stop_ids.contains(&token) {
-            finished[si] = Some(FinishReason::Stop);
-            continue;
-        }
-        let logprob = st
-            .req
-            .logprobs
-            .map(|n| token_logprob(&row, token, n, st.req.sampling.temperature));
-        st.generated.push(token);
-        st.first_token_secs
-            .get_or_insert_with(|| st.started.elapsed().as_secs_f64());
-        if st.events.send(Event::Token { id: token, logprob }).is_err() {
-            finished[si] = Some(FinishReason::Cancelled);
-            continue;
-        }
-        if st.generated.len() >= st.req.max_tokens {
-            finished[si] = Some(FinishReason::Length);
-        } else {
-            st.pending = Some(token);
+            self.reserved += need;
+            let mut usage = Usage {
+                prompt_tokens: req.prompt.len(),
+                ..Default::default()
+            };
+            let slot = match self
+                .cache
+                .lookup(&req.prompt)
+                .map(|snap| self.model.restore(snap))
+            {
+                Some(Ok(slot)) => {
+                    usage.cached_tokens = slot.len;
+                    let mut s = self.stats();
+                    s.prompt_cache_hits += 1;
+                    s.cached_tokens_total += slot.len as u64;
+                    slot
+                }
+                _ => self.model.new_slot(),
+            };
+            let drafter = (self.cfg.drafts && req.draft).then(|| self.cfg.drafter.build());
+            self.live.push(Stream {
+                tokens: req.prompt.clone(),
+                req: *req,
+                events,
+                slot,
+                pending: None,
+                drafter,
+                reserved_pages: need,
+                started: Instant::now(),
+                first_token_secs: None,
+                usage,
+                finished: None,
+            });
         }
     }
-    // Streams that asked for zero tokens finish as soon as their prompt is in.
-    for (si, st) in live.iter().enumerate() {
-        if st.req.max_tokens == 0 && st.prefilled >= st.req.prompt.len() {
-            finished[si] = Some(FinishReason::Length);
+
+    fn marks_for(&self, st: &Stream<B>) -> Vec<usize> {
+        if !self.cache.enabled() {
+            return Vec::new();
         }
-        if st.events.is_closed() {
-            finished[si].get_or_insert(FinishReason::Cancelled);
+        // The end of the prompt, and one row before it so that a repeated prompt resumes with one row to run.
+        let plen = st.req.prompt.len();
+        let mut marks = st.req.cache_marks.clone();
+        marks.extend(
+            [plen.saturating_sub(1), plen]
+                .into_iter()
+                .filter(|&m| m > 0),
+        );
+        if self.cfg.cache_every > 0 {
+            marks.extend(
+                (1..=st.req.prompt.len() / self.cfg.cache_every).map(|i| i * self.cfg.cache_every),
+            );
         }
+        marks
     }
-    let mut i = live.len();
-    while i > 0 {
-        i -= 1;
-        if let Some(finish) = finished[i] {
-            let st = live.swap_remove(i);
+
+    fn round(&mut self) {
+        let marks: Vec<Vec<usize>> = self.live.iter().map(|s| self.marks_for(s)).collect();
+        let plan = RoundPlan {
+            prompt_budget: self.cfg.prefill_chunk,
+            max_draft: if self.cfg.drafts {
+                self.cfg.max_draft
+            } else {
+                0
+            },
+            marks: marks.clone(),
+        };
+        let before: Vec<usize> = self.live.iter().map(|s| s.slot.len).collect();
+        match run_round(&self.model, &mut self.live, &plan) {
+            Ok((drafted, accepted)) => {
+                let mut s = self.stats();
+                s.rounds_total += 1;
+                s.drafted_total += drafted as u64;
+                s.accepted_total += accepted as u64;
+            }
+            Err(e) => {
+                // A failed round is an engine fault, not a client's: fail its streams, keep serving the rest.
+                for st in self.live.iter_mut() {
+                    let _ = st.events.send(Event::Error(format!("internal error: {e}")));
+                    st.finished = Some(FinishReason::Cancelled);
+                }
+            }
+        }
+        // Prompt-cache snapshots at marks reached this round.
+        for (i, st) in self.live.iter().enumerate() {
+            let len = st.slot.len;
+            if len != before[i] && len <= st.req.prompt.len() && marks[i].contains(&len) {
+                let key = st.req.prompt[..len].to_vec();
+                if !self.cache.contains(&key) {
+                    let snap = self.model.snapshot(&st.slot);
+                    let bytes = self.model.snapshot_bytes(&snap);
+                    self.cache.insert(key, snap, bytes);
+                }
+            }
+        }
+        self.retire();
+    }
+
+    /// Sends Done for finished or abandoned streams, keeps their final state in the cache, frees their pages.
+    fn retire(&mut self) {
+        let mut i = 0;
+        while i < self.live.len() {
+            let st = &mut self.live[i];
+            if st.finished.is_none() && st.events.is_closed() {
+                st.finished = Some(FinishReason::Cancelled);
+            }
+            if st.finished.is_none() && st.req.max_tokens == 0 && !st.prefilling() {
+                st.finished = Some(FinishReason::Length);
+            }
+            let Some(finish) = st.finished else {
+                i += 1;
+                continue;
+            };
+            let st = self.live.swap_remove(i);
+            self.reserved -= st.reserved_pages;
+            if self.cache.enabled() && st.slot.len > 0 && finish != FinishReason::Cancelled {
+                let key = st.tokens[..st.slot.len].to_vec();
+                if !self.cache.contains(&key) {
+                    let snap = self.model.snapshot(&st.slot);
+                    let bytes = self.model.snapshot_bytes(&snap);
+                    self.cache.insert(key, snap, bytes);
+                }
+            }
+            let generated = st.tokens[st.req.prompt.len()..].to_vec();
             let mut usage = st.usage.clone();
-            usage.completion_tokens = st.generated.len();
-            let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
-            s.prompt_tokens_total += usage.prompt_tokens as u64;
-            s.completion_tokens_total += usage.completion_tokens as u64;
-            drop(s);
+            usage.completion_tokens = generated.len();
+            {
+                let mut s = self.stats();
+                s.prompt_tokens_total += usage.prompt_tokens as u64;
+                s.completion_tokens_total += usage.completion_tokens as u64;
+            }
             let _ = st.events.send(Event::Done {
                 finish,
-                token_sha: token_sha(&st.generated),
+                token_sha: token_sha(&generated),
                 usage,
                 first_token_secs: st
                     .first_token_secs
@@ -308,36 +364,7 @@ fn run_round<B: Backend>(
                 total_secs: st.started.elapsed().as_secs_f64(),
             });
         }
-    }
-}
-
-/// Log-probability of `token` under softmax(row / T) (T = 1 when greedy) and the `n` best alternatives.
-fn token_logprob(row: &[f32], token: u32, n: usize, temperature: f32) -> TokenLogprob {
-    let t = if temperature > 0.0 {
-        temperature as f64
-    } else {
-        1.0
-    };
-    let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64 / t;
-    let lse = m + row
-        .iter()
-        .map(|&l| (l as f64 / t - m).exp())
-        .sum::<f64>()
-        .ln();
-    let lp = |id: u32| (row[id as usize] as f64 / t - lse) as f32;
-    let mut top: Vec<u32> = (0..row.len() as u32).collect();
-    let n = n.min(row.len());
-    if n > 0 {
-        top.select_nth_unstable_by(n - 1, |a, b| {
-            row[*b as usize].total_cmp(&row[*a as usize]).then(a.cmp(b))
-        });
-        top.truncate(n);
-        top.sort_by(|a, b| row[*b as usize].total_cmp(&row[*a as usize]).then(a.cmp(b)));
-    } else {
-        top.clear();
-    }
-    TokenLogprob {
-        logprob: lp(token),
-        top: top.into_iter().map(|id| (id, lp(id))).collect(),
+        let running = self.live.len();
+        self.stats().requests_running = running;
     }
 }

@@ -60,6 +60,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         prompt,
         max_tokens: args.decode_tokens + 1,
         sampling: SamplingParams::greedy(),
+        penalties: tensorfold_engine::Penalties::default(),
         stop_ids: Vec::new(),
         ignore_eos: true,
         prefill_chunk: 512,

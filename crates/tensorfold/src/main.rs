@@ -2,7 +2,9 @@
 //! non-zero exit (never a panic).
 
 mod bench;
+mod check;
 mod run;
+mod serve;
 mod synth;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +29,10 @@ enum Command {
     Synth(synth::SynthArgs),
     /// Measure prefill and decode speed against this machine's memory bandwidth.
     Bench(bench::BenchArgs),
+    /// Run the equality suite (drafted, concurrent, resumed, chunked == plain) and print a receipt.
+    Check(check::CheckArgs),
+    /// Serve the OpenAI-compatible HTTP API (completions, chat, streaming, tools).
+    Serve(serve::ServeArgs),
 }
 
 /// The checkpoint used when no `--model` is given: the committed tiny fixture until the built-in model exists.
@@ -43,6 +49,8 @@ fn main() {
         Command::Run(args) => run::run(args),
         Command::Synth(args) => synth::synth(args),
         Command::Bench(args) => bench::bench(args),
+        Command::Check(args) => check::check(args),
+        Command::Serve(args) => serve::serve(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

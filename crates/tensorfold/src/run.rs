@@ -131,6 +131,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         prompt: prompt.clone(),
         max_tokens: args.max_tokens,
         sampling,
+        penalties: tensorfold_engine::Penalties::default(),
         stop_ids,
         ignore_eos: args.ignore_eos,
         prefill_chunk: args.prefill_chunk,

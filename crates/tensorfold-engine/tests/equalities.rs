@@ -1,0 +1,63 @@
+//! The four equalities through the real engine on committed fixtures: drafted (chains and trees, random and
+//! adversarial), concurrent, chunked and resumed replies all equal the plain reply, greedy and sampled.
+
+use std::path::PathBuf;
+use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_core::{Checkpoint, Result};
+use tensorfold_engine::check::equality_suite;
+use tensorfold_model::Qwen35;
+
+fn loader(name: &'static str) -> impl Fn() -> Result<Qwen35<CpuBackend>> {
+    move || {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures")
+            .join(name);
+        Qwen35::load(&Checkpoint::open(&dir, |_, _| {})?, CpuBackend::default())
+    }
+}
+
+fn assert_suite_passes(name: &'static str) {
+    let results = equality_suite(&loader(name), true).expect("suite runs");
+    let failures: Vec<_> = results.iter().filter(|r| !r.pass()).collect();
+    assert!(failures.is_empty(), "{name}: {failures:#?}");
+    assert!(results.len() > 60, "the whole sweep ran: {}", results.len());
+    // The sweep must really have drafted, accepted and resumed, or it proves nothing.
+    let accepted: usize = results
+        .iter()
+        .filter_map(|r| {
+            r.note
+                .strip_prefix("accepted ")
+                .and_then(|n| n.split('/').next()?.parse::<usize>().ok())
+        })
+        .sum();
+    assert!(accepted > 20, "{name}: drafts were accepted ({accepted})");
+    assert!(results
+        .iter()
+        .any(|r| r.name.starts_with("resumed") && r.pass()));
+}
+
+#[test]
+fn every_equality_holds_on_the_bf16_wrapper_fixture() {
+    assert_suite_passes("tiny-wrapper-bf16");
+}
+
+#[test]
+fn every_equality_holds_on_the_mixed_width_mlx_fixture() {
+    assert_suite_passes("tiny-mlx-mixed");
+}
+
+#[test]
+fn the_receipts_carry_information_different_requests_give_different_shas() {
+    let results = equality_suite(&loader("tiny-flat-f16-notok"), true).expect("suite runs");
+    let shas: std::collections::BTreeSet<_> =
+        results.iter().map(|r| r.reference_sha.clone()).collect();
+    assert!(
+        shas.len() >= 8,
+        "eight requests, eight distinct plain replies: {shas:?}"
+    );
+    assert!(
+        results.iter().all(|r| r.pass()),
+        "{:#?}",
+        results.iter().filter(|r| !r.pass()).collect::<Vec<_>>()
+    );
+}

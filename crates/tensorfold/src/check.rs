@@ -1,0 +1,50 @@
+//! `tensorfold check`: runs the equality suite (drafted, concurrent, resumed, chunked vs plain) on a checkpoint
+//! and prints a receipt, one line per case with both token_shas; exits non-zero on any difference.
+
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_core::Checkpoint;
+use tensorfold_engine::check::equality_suite;
+use tensorfold_model::Qwen35;
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+pub enum Device {
+    Cpu,
+    Cuda,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[arg(long, env = "TENSORFOLD_MODEL")]
+    pub model: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: Device,
+    /// A shorter sweep (fewer tokens per reply, fewer chunk sizes).
+    #[arg(long)]
+    pub quick: bool,
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+pub fn check(args: CheckArgs) -> Result<()> {
+    crate::run::init_threads(args.threads);
+    if args.device == Device::Cuda {
+        bail!("--device cuda: this build has no CUDA backend yet (issue 5); use --device cpu");
+    }
+    let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
+    let load = || Qwen35::load(&Checkpoint::open(&dir, |_, _| {})?, CpuBackend::default());
+    let results = equality_suite(&load, args.quick)?;
+    let width = results.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    for r in &results {
+        let verdict = if r.pass() { "ok  " } else { "DIFF" };
+        println!("{verdict} {:width$}  plain {}  got {}  {}", r.name, r.reference_sha, r.got_sha, r.note);
+    }
+    let failed = results.iter().filter(|r| !r.pass()).count();
+    println!("{} cases, {} equal, {} different ({}, cpu)", results.len(), results.len() - failed, failed, dir.display());
+    if failed > 0 {
+        bail!("{failed} of {} cases differ from the plain reply", results.len());
+    }
+    Ok(())
+}
