@@ -26,6 +26,15 @@ pub struct BenchArgs {
     /// Repeat the measurement and keep the best of N.
     #[arg(long, default_value_t = 2)]
     pub repeat: usize,
+    /// Measure round costs (window rows, streams) and prompt-cache resume instead.
+    #[arg(long)]
+    pub rounds: bool,
+    /// Committed tokens before the measured rounds (with --rounds).
+    #[arg(long, default_value_t = 64)]
+    pub context: usize,
+    /// Prompt length of the prompt-cache measurement (with --rounds).
+    #[arg(long, default_value_t = 512)]
+    pub long_prompt: usize,
 }
 
 /// Best-of-5 parallel read bandwidth over a 1 GiB buffer, in bytes per second.
@@ -49,9 +58,23 @@ pub fn read_bandwidth() -> f64 {
 pub fn bench(args: BenchArgs) -> Result<()> {
     crate::run::init_threads(args.threads);
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
-    let bw = read_bandwidth();
     let ck = crate::run::open_checkpoint(&dir)?;
     let model = Qwen35::load(&ck, CpuBackend::default())?;
+    if args.rounds {
+        println!(
+            "model: {} ({}), backend {}",
+            dir.display(),
+            model.format,
+            model.backend_name()
+        );
+        return crate::bench_rounds::bench_rounds(
+            &model,
+            args.context,
+            args.long_prompt,
+            args.repeat.max(3),
+        );
+    }
+    let bw = read_bandwidth();
     let vocab = model.config.vocab_size as u32;
     let prompt: Vec<u32> = (0..args.prompt_tokens as u32)
         .map(|i| (i * 7919 + 13) % vocab.min(240_000))
