@@ -1,0 +1,238 @@
+//! Server counters and latency histograms, rendered with the engine's stats as Prometheus text for /metrics;
+//! lock-free atomics so recording never blocks a request.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tensorfold_engine::Stats;
+
+/// Upper bounds (seconds) of the latency histogram buckets.
+const TTFT_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0,
+];
+const TOKEN_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+/// A fixed-bucket histogram (sum kept in microseconds).
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<AtomicU64>,
+    sum_us: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            counts: (0..bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_us: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, secs: f64) {
+        if let Some(i) = self.bounds.iter().position(|&b| secs <= b) {
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.sum_us
+            .fetch_add((secs.max(0.0) * 1e6) as u64, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (b, c) in self.bounds.iter().zip(&self.counts) {
+            cumulative += c.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+/// Everything the server counts itself (the engine counts tokens, cache hits and drafts).
+pub struct Metrics {
+    pub http_requests: AtomicU64,
+    pub http_errors_4xx: AtomicU64,
+    pub http_errors_5xx: AtomicU64,
+    pub finished_stop: AtomicU64,
+    pub finished_length: AtomicU64,
+    pub finished_tool_calls: AtomicU64,
+    pub cancelled: AtomicU64,
+    pub streams_open: AtomicU64,
+    pub time_to_first_token: Histogram,
+    pub time_per_output_token: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            http_requests: AtomicU64::new(0),
+            http_errors_4xx: AtomicU64::new(0),
+            http_errors_5xx: AtomicU64::new(0),
+            finished_stop: AtomicU64::new(0),
+            finished_length: AtomicU64::new(0),
+            finished_tool_calls: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            streams_open: AtomicU64::new(0),
+            time_to_first_token: Histogram::new(&TTFT_BUCKETS),
+            time_per_output_token: Histogram::new(&TOKEN_BUCKETS),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn finished(&self, reason: &str) {
+        let counter = match reason {
+            "stop" => &self.finished_stop,
+            "length" => &self.finished_length,
+            "tool_calls" => &self.finished_tool_calls,
+            _ => &self.cancelled,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Prometheus text exposition of the server metrics and the engine's stats.
+    pub fn render(&self, s: &Stats) -> String {
+        let mut out = String::new();
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        };
+        let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        counter(
+            &mut out,
+            "tensorfold_http_requests_total",
+            "HTTP requests received.",
+            load(&self.http_requests),
+        );
+        let _ = writeln!(out, "# HELP tensorfold_http_errors_total HTTP responses with an error status.\n# TYPE tensorfold_http_errors_total counter");
+        let _ = writeln!(
+            out,
+            "tensorfold_http_errors_total{{class=\"4xx\"}} {}",
+            load(&self.http_errors_4xx)
+        );
+        let _ = writeln!(
+            out,
+            "tensorfold_http_errors_total{{class=\"5xx\"}} {}",
+            load(&self.http_errors_5xx)
+        );
+        let _ = writeln!(out, "# HELP tensorfold_request_success_total Finished generation requests by finish reason.\n# TYPE tensorfold_request_success_total counter");
+        for (reason, v) in [
+            ("stop", &self.finished_stop),
+            ("length", &self.finished_length),
+            ("tool_calls", &self.finished_tool_calls),
+            ("cancelled", &self.cancelled),
+        ] {
+            let _ = writeln!(
+                out,
+                "tensorfold_request_success_total{{finished_reason=\"{reason}\"}} {}",
+                load(v)
+            );
+        }
+        counter(
+            &mut out,
+            "tensorfold_engine_requests_total",
+            "Requests admitted by the engine.",
+            s.requests_total,
+        );
+        gauge(
+            &mut out,
+            "tensorfold_num_requests_running",
+            "Requests sharing rounds now.",
+            s.requests_running as u64,
+        );
+        gauge(
+            &mut out,
+            "tensorfold_num_requests_waiting",
+            "Requests queued for a slot (queue depth).",
+            s.queue_depth as u64,
+        );
+        gauge(
+            &mut out,
+            "tensorfold_streams_open",
+            "SSE streams open now.",
+            load(&self.streams_open),
+        );
+        counter(
+            &mut out,
+            "tensorfold_prompt_tokens_total",
+            "Prompt tokens of finished requests.",
+            s.prompt_tokens_total,
+        );
+        counter(
+            &mut out,
+            "tensorfold_generation_tokens_total",
+            "Generated tokens of finished requests.",
+            s.completion_tokens_total,
+        );
+        counter(
+            &mut out,
+            "tensorfold_prompt_cache_hits_total",
+            "Prompts that resumed from the prompt cache.",
+            s.prompt_cache_hits,
+        );
+        counter(
+            &mut out,
+            "tensorfold_prompt_cache_tokens_total",
+            "Prompt tokens restored from the prompt cache.",
+            s.cached_tokens_total,
+        );
+        counter(
+            &mut out,
+            "tensorfold_draft_tokens_total",
+            "Draft rows verified.",
+            s.drafted_total,
+        );
+        counter(
+            &mut out,
+            "tensorfold_accepted_tokens_total",
+            "Draft rows accepted.",
+            s.accepted_total,
+        );
+        counter(
+            &mut out,
+            "tensorfold_rounds_total",
+            "Engine rounds run.",
+            s.rounds_total,
+        );
+        self.time_to_first_token.render(
+            &mut out,
+            "tensorfold_time_to_first_token_seconds",
+            "Time from request arrival to its first generated token.",
+        );
+        self.time_per_output_token.render(
+            &mut out,
+            "tensorfold_time_per_output_token_seconds",
+            "Time between consecutive generated tokens of a request.",
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_render_cumulative_buckets() {
+        let m = Metrics::default();
+        m.time_to_first_token.observe(0.003);
+        m.time_to_first_token.observe(0.2);
+        m.time_to_first_token.observe(1000.0);
+        let text = m.render(&Stats::default());
+        assert!(text.contains("tensorfold_time_to_first_token_seconds_bucket{le=\"0.005\"} 1"));
+        assert!(text.contains("tensorfold_time_to_first_token_seconds_bucket{le=\"0.25\"} 2"));
+        assert!(text.contains("tensorfold_time_to_first_token_seconds_bucket{le=\"+Inf\"} 3"));
+        assert!(text.contains("tensorfold_time_to_first_token_seconds_count 3"));
+    }
+}

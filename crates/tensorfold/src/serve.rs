@@ -1,0 +1,131 @@
+//! `tensorfold serve`: loads a checkpoint, starts the engine thread and the OpenAI-compatible HTTP server, and on
+//! SIGINT/SIGTERM stops accepting, finishes in-flight replies and shuts the engine down.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_engine::EngineConfig;
+use tensorfold_model::Qwen35;
+use tensorfold_server::{AppState, ModelAssets, ServerOptions};
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Checkpoint directory (default: the built-in model).
+    #[arg(long, env = "TENSORFOLD_MODEL")]
+    pub model: Option<PathBuf>,
+    /// Address to listen on (loopback by default; use 0.0.0.0 to serve other machines).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0 picks a free one; the address is printed on stderr).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Streams that share rounds.
+    #[arg(long, default_value_t = 4)]
+    pub parallel: usize,
+    /// Longest prompt + reply in tokens (default: the model's max_position_embeddings, at most 32768).
+    #[arg(long)]
+    pub context: Option<usize>,
+    /// Requests waiting beyond --parallel before new ones get 429.
+    #[arg(long, default_value_t = 64)]
+    pub queue: usize,
+    /// Prompt-cache budget in GiB (0 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub prompt_cache_gib: f64,
+    /// Accepted API key (repeatable); without any, no authentication.
+    #[arg(long = "api-key", env = "TENSORFOLD_API_KEY", value_delimiter = ',')]
+    pub api_keys: Vec<String>,
+    /// Largest reply a request may ask for, and the default (default: whatever the context leaves).
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+    /// Serve every request without drafts.
+    #[arg(long)]
+    pub no_drafts: bool,
+    /// Model id reported by /v1/models and in responses (default: the checkpoint directory's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Request body limit in MiB (larger bodies get 413).
+    #[arg(long, default_value_t = 8)]
+    pub max_body_mib: usize,
+}
+
+pub fn serve(args: ServeArgs) -> Result<()> {
+    crate::run::init_threads(args.threads);
+    if args.parallel == 0 {
+        bail!("--parallel must be at least 1");
+    }
+    if !(args.prompt_cache_gib.is_finite() && args.prompt_cache_gib >= 0.0) {
+        bail!("--prompt-cache-gib must be a non-negative number");
+    }
+    let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
+    let ck = crate::run::open_checkpoint(&dir)?;
+    let assets = ModelAssets::from_dir(&dir, &ck.config)?;
+    let max_context = ck.config.max_position_embeddings.clamp(1, 32768);
+    let context = args.context.unwrap_or(max_context);
+    if context < 2 {
+        bail!("--context must be at least 2 tokens");
+    }
+    let model = Qwen35::load(&ck, CpuBackend::default())?;
+    let name = args.name.clone().unwrap_or_else(|| {
+        dir.canonicalize()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "tensorfold".into())
+    });
+    let config = EngineConfig {
+        parallel: args.parallel,
+        context,
+        max_queue: args.queue,
+        prompt_cache_bytes: (args.prompt_cache_gib * (1u64 << 30) as f64) as usize,
+        drafts: !args.no_drafts,
+        ..EngineConfig::default()
+    };
+    let engine = tensorfold_engine::spawn(model, config);
+    let options = ServerOptions {
+        model_name: name.clone(),
+        api_keys: args
+            .api_keys
+            .iter()
+            .filter(|k| !k.is_empty())
+            .cloned()
+            .collect(),
+        max_tokens: args.max_tokens,
+        max_body_bytes: args.max_body_mib.max(1) << 20,
+    };
+    let state = AppState::new(engine.clone(), assets, options);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("tensorfold-http")
+        .build()
+        .context("starting the async runtime")?;
+    let addr = format!("{}:{}", args.host, args.port);
+    let served = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        let local = listener.local_addr().context("reading the bound address")?;
+        eprintln!(
+            "tensorfold: serving {name} on http://{local} (context {context}, {} parallel streams)",
+            args.parallel
+        );
+        let shutdown = async {
+            tensorfold_server::shutdown_signal().await;
+            eprintln!("tensorfold: shutting down: finishing in-flight requests (signal again to exit now)");
+            tokio::spawn(async {
+                tensorfold_server::shutdown_signal().await;
+                eprintln!("tensorfold: second signal: exiting without waiting");
+                std::process::exit(130);
+            });
+        };
+        tensorfold_server::serve(listener, state, shutdown)
+            .await
+            .context("serving HTTP")
+    });
+    engine.shutdown();
+    eprintln!("tensorfold: stopped");
+    served
+}
