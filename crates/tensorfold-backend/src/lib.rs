@@ -18,7 +18,11 @@ pub struct RowRef {
 impl RowRef {
     /// Row `i` of a chain that starts at position `start` of `slot`, in a round whose first chain row is `first`.
     pub fn chain(slot: usize, start: usize, first: usize, i: usize) -> Self {
-        RowRef { slot, pos: start + i, parent: if i == 0 { None } else { Some(first + i - 1) } }
+        RowRef {
+            slot,
+            pos: start + i,
+            parent: if i == 0 { None } else { Some(first + i - 1) },
+        }
     }
 }
 
@@ -92,7 +96,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Rows committed in a KV state.
     fn kv_len(&self, kv: &Self::KvState) -> usize;
     /// Commits the round rows on `path` (root first) and forgets the slot's other pending rows.
-    fn keep_linear(&self, spec: &LinearSpec, st: &mut Self::LinearState, path: &[usize]) -> Result<()>;
+    fn keep_linear(
+        &self,
+        spec: &LinearSpec,
+        st: &mut Self::LinearState,
+        path: &[usize],
+    ) -> Result<()>;
     fn keep_kv(&self, st: &mut Self::KvState, path: &[usize]) -> Result<()>;
     fn snapshot_linear(&self, st: &Self::LinearState) -> Self::LinearSnapshot;
     fn restore_linear(&self, snap: &Self::LinearSnapshot) -> Self::LinearState;

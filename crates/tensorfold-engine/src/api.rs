@@ -105,6 +105,8 @@ pub struct Usage {
     /// Draft rows verified, and how many of them were accepted.
     pub drafted: usize,
     pub accepted: usize,
+    /// Rounds that drew tokens for this reply (completion_tokens / rounds = tokens per round).
+    pub rounds: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -176,11 +178,23 @@ pub struct EngineConfig {
     /// Use drafters at all (`--no-drafts` turns them off).
     pub drafts: bool,
     /// Builds each stream's drafter (default: context copies).
-    pub drafter: crate::drafter::DrafterFactory,
+    pub drafter: crate::drafters::DrafterFactory,
     /// Most draft rows in one window.
     pub max_draft: usize,
     /// Snapshot long prompts every this many tokens (0 = only at explicit marks and ends).
     pub cache_every: usize,
+    /// Draft with the checkpoint's MTP head (when it has one) whenever the drafter above is not confident.
+    pub mtp: bool,
+    /// Longest MTP chain per window.
+    pub mtp_depth: usize,
+    /// An MTP chain ends at the first draft the head gives less than this probability.
+    pub mtp_min_prob: f32,
+    /// Most window rows (pending rows and drafts of all streams) in one shared round.
+    pub max_round_rows: usize,
+    /// Pick MTP widths from measured round costs and acceptance (else always `mtp_depth`).
+    pub plan_widths: bool,
+    /// Kept rows held per stream for the MTP head while it is not drafting (older ones it never sees).
+    pub mtp_history: usize,
 }
 
 impl Default for EngineConfig {
@@ -192,9 +206,15 @@ impl Default for EngineConfig {
             prefill_chunk: 256,
             prompt_cache_bytes: 1 << 30,
             drafts: true,
-            drafter: crate::drafter::DrafterFactory::context_copy(),
-            max_draft: 8,
+            drafter: crate::drafters::DrafterFactory::context_copy(),
+            max_draft: 32,
             cache_every: 1024,
+            mtp: true,
+            mtp_depth: 4,
+            mtp_min_prob: 0.1,
+            max_round_rows: 96,
+            plan_widths: true,
+            mtp_history: 1024,
         }
     }
 }

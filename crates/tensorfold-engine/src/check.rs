@@ -2,7 +2,7 @@
 //! replies against the plain reply (one stream alone, whole-prompt prefill, one row per token), by token_sha.
 
 use crate::api::{EngineConfig, Event, Penalties, Request, Usage};
-use crate::drafter::{DraftTree, Drafter, DrafterFactory};
+use crate::drafters::{DraftTree, Drafter, DrafterFactory};
 use crate::generate::{generate, GenerateRequest};
 use crate::scheduler::spawn;
 use std::collections::HashMap;
@@ -52,6 +52,36 @@ pub fn suite_requests(vocab_limit: u32, max_tokens: usize) -> Vec<Request> {
                     presence: 0.4,
                     frequency: 0.2,
                     repetition: 1.15,
+                };
+            }
+            r
+        })
+        .collect()
+}
+
+/// Copy-heavy requests: prompts that repeat a segment, so a context copy applies from the first window.
+pub fn copy_requests(vocab_limit: u32, max_tokens: usize) -> Vec<Request> {
+    [10usize, 16, 7, 24]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let seg: Vec<u32> = (0..n as u32)
+                .map(|j| (j * 193 + 7 + i as u32 * 31) % vocab_limit)
+                .collect();
+            let mut prompt = Vec::new();
+            for _ in 0..3 {
+                prompt.extend_from_slice(&seg);
+            }
+            prompt.extend_from_slice(&seg[..n / 2]);
+            let mut r = Request::greedy(prompt, max_tokens);
+            r.ignore_eos = true;
+            if i % 2 == 1 {
+                r.sampling = SamplingParams {
+                    temperature: 0.7,
+                    top_k: 20,
+                    top_p: 0.9,
+                    min_p: 0.0,
+                    seed: 77 + i as u64,
                 };
             }
             r
@@ -199,13 +229,16 @@ pub fn equality_suite<B: Backend>(
     let vocab_limit = (reference_model.config.vocab_size as u32).min(480);
     let max_tokens = if quick { 12 } else { 24 };
     let reqs = suite_requests(vocab_limit, max_tokens);
+    let copy_reqs = copy_requests(vocab_limit, max_tokens);
     let mut replies = HashMap::new();
-    for r in &reqs {
+    for r in reqs.iter().chain(&copy_reqs) {
         replies.insert(r.prompt.clone(), plain_reply(&reference_model, r)?);
     }
     let replies = Arc::new(replies);
+    // Windows exactly as drafted (no width planning), so the oracle's trees reach the rounds whole.
     let base = EngineConfig {
         prompt_cache_bytes: 0,
+        plan_widths: false,
         drafts: false,
         ..EngineConfig::default()
     };
@@ -219,11 +252,11 @@ pub fn equality_suite<B: Backend>(
         });
     };
     // drafted == plain: chains and trees from the oracle drafter, one stream at a time and all together.
-    for (trees, seed) in [(false, 1u64), (true, 2), (true, 3)] {
+    for (trees, seed, parallel) in [(false, 1u64, 8), (true, 2, 1), (true, 3, 8)] {
         let cfg = EngineConfig {
             drafts: true,
             max_draft: 6,
-            parallel: 8,
+            parallel,
             drafter: OracleDrafter::factory(replies.clone(), trees, seed),
             ..base.clone()
         };
@@ -235,6 +268,75 @@ pub fn equality_suite<B: Backend>(
                 r,
                 toks,
                 format!("accepted {}/{}", usage.accepted, usage.drafted),
+            );
+        }
+    }
+    // drafted == plain with the real drafters: context copies (chains and trees), the MTP head, and both as
+    // planned by default; alone and all together, greedy and sampled.
+    let all: Vec<Request> = reqs.iter().chain(&copy_reqs).cloned().collect();
+    let eager_copies = crate::drafters::CopyConfig {
+        key_len: 2,
+        min_match: 2,
+        start_width: 4,
+        ..Default::default()
+    };
+    let mtp_only = EngineConfig {
+        drafts: true,
+        drafter: DrafterFactory::none(),
+        mtp_min_prob: 0.0,
+        plan_widths: false,
+        ..base.clone()
+    };
+    let real = [
+        (
+            "copies",
+            EngineConfig {
+                drafts: true,
+                mtp: false,
+                parallel: 12,
+                drafter: DrafterFactory::context_copy_with(eager_copies),
+                ..base.clone()
+            },
+        ),
+        (
+            "mtp",
+            EngineConfig {
+                parallel: 12,
+                ..mtp_only.clone()
+            },
+        ),
+        (
+            "mtp alone",
+            EngineConfig {
+                parallel: 1,
+                ..mtp_only
+            },
+        ),
+        (
+            "copies+mtp default",
+            EngineConfig {
+                prompt_cache_bytes: 0,
+                parallel: 12,
+                ..EngineConfig::default()
+            },
+        ),
+    ];
+    let head = if reference_model.mtp.is_some() {
+        ""
+    } else {
+        " (no head)"
+    };
+    for (kind, cfg) in real {
+        let got = engine_replies(load()?, cfg, &all)?;
+        for (i, (r, (toks, usage))) in all.iter().zip(&got).enumerate() {
+            record(
+                format!("drafted {kind}{head} req {i}"),
+                r,
+                toks,
+                format!(
+                    "accepted {}/{} in {} rounds",
+                    usage.accepted, usage.drafted, usage.rounds
+                ),
             );
         }
     }

@@ -3,16 +3,19 @@
 
 pub mod api;
 pub mod check;
-pub mod drafter;
+pub mod drafters;
 pub mod generate;
 pub mod penalties;
 pub mod prompt_cache;
+mod plan;
 mod round;
 pub mod scheduler;
 
 pub use api::{
     EngineConfig, Event, FinishReason, Penalties, Request, Stats, SubmitError, TokenLogprob, Usage,
 };
-pub use drafter::{ContextCopy, DraftTree, Drafter, DrafterFactory};
+/// The drafters module under its first name.
+pub use drafters as drafter;
+pub use drafters::{ContextCopy, CopyConfig, DraftTree, Drafter, DrafterFactory, NoDrafts};
 pub use generate::{generate, GenerateOutput, GenerateRequest};
 pub use scheduler::{spawn, EngineHandle};

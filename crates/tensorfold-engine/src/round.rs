@@ -1,16 +1,25 @@
 //! One round of the engine: every live stream contributes a prompt chunk or a window (pending token + draft
 //! tree); the model runs them together; each window is walked (follow the first child whose token equals the
-//! draw), its accepted path kept, and the drawn tokens streamed out.
+//! draw), its accepted path kept, the drawn tokens streamed out, and the next windows drafted.
 
 use crate::api::{Event, FinishReason, Request, TokenLogprob, Usage};
-use crate::drafter::{DraftTree, Drafter};
+use crate::drafters::mtp::{absorb_and_draft, Absorb, Backlog};
+use crate::drafters::{DraftTree, Drafter};
 use crate::penalties::apply_penalties;
+use crate::plan::{cap_trees, Acceptance, Planner};
 use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
 use tensorfold_core::sampling::draw;
 use tensorfold_core::Result;
-use tensorfold_model::{Qwen35, SlotState};
+use tensorfold_model::{MtpSlot, Qwen35, SlotState};
 use tokio::sync::mpsc::UnboundedSender;
+
+/// Where a window's drafts came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    Copy,
+    Mtp,
+}
 
 pub(crate) struct Stream<B: Backend> {
     pub req: Request,
@@ -26,6 +35,81 @@ pub(crate) struct Stream<B: Backend> {
     pub first_token_secs: Option<f64>,
     pub usage: Usage,
     pub finished: Option<FinishReason>,
+    /// The MTP head's state for this stream (its own KV), when the stream drafts with the head.
+    pub mtp: Option<MtpSlot<B>>,
+    /// The next window's drafts, planned at the end of the last round.
+    pub next: Option<(DraftTree, Source)>,
+    /// The stream's drafting state: how each source's drafts land, what the head has yet to absorb.
+    pub drafting: Drafting,
+}
+
+/// Per-stream drafting state the planner reads and the rounds update.
+pub(crate) struct Drafting {
+    pub copy_accept: Acceptance,
+    pub mtp_accept: Acceptance,
+    /// Kept rows the head has not absorbed (it absorbs only while it drafts for this stream).
+    pub backlog: Backlog,
+    /// When the planner last let a copy, or the head, draft (a probe follows after a while).
+    pub copy_idle: Idle,
+    pub mtp_idle: Idle,
+    /// Collect taps of this stream's next window (the head may absorb it).
+    pub taps: bool,
+}
+
+impl Drafting {
+    /// A new stream's state, its acceptance priors taken from how drafts landed for earlier streams.
+    pub fn new(planner: &Planner) -> Self {
+        Drafting {
+            copy_accept: planner.copy_accept.as_prior(),
+            mtp_accept: planner.mtp_accept.as_prior(),
+            backlog: Backlog::default(),
+            copy_idle: Idle::default(),
+            mtp_idle: Idle::default(),
+            taps: true,
+        }
+    }
+}
+
+/// Windows a source sits out before one probe window re-measures how its drafts land; each probe that does not
+/// bring the source back doubles the wait, up to `PROBE_MAX`.
+const PROBE_EVERY: usize = 16;
+const PROBE_MAX: usize = 256;
+
+/// How long a source has sat out, and how long it waits before the next probe.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Idle {
+    windows: usize,
+    wait: usize,
+}
+
+impl Default for Idle {
+    fn default() -> Self {
+        Idle {
+            windows: 0,
+            wait: PROBE_EVERY,
+        }
+    }
+}
+
+impl Idle {
+    /// The planned width, or after a long enough wait at zero a probe of `probe_width`.
+    fn width(&mut self, planned: usize, probe_width: usize) -> usize {
+        if planned > 0 {
+            *self = Idle::default();
+            return planned;
+        }
+        self.windows += 1;
+        if self.windows < self.wait {
+            return 0;
+        }
+        self.windows = 0;
+        self.wait = (self.wait * 2).min(PROBE_MAX);
+        probe_width
+    }
+    /// The next window may be a probe.
+    fn probing_next(&self) -> bool {
+        self.windows + 1 >= self.wait
+    }
 }
 
 impl<B: Backend> Stream<B> {
@@ -58,6 +142,33 @@ pub(crate) struct RoundPlan {
     pub max_draft: usize,
     /// Prompt positions where a chunk must end (prompt-cache marks), per stream.
     pub marks: Vec<Vec<usize>>,
+    /// Most window rows (every stream's pending row and drafts) in one round.
+    pub max_round_rows: usize,
+    /// Longest MTP chain and the head's confidence threshold.
+    pub mtp_depth: usize,
+    pub mtp_min_prob: f32,
+    /// Choose MTP widths from measured round costs (else always the longest chain).
+    pub plan_widths: bool,
+    /// Kept rows a stream's backlog holds for the head while it does not draft.
+    pub mtp_history: usize,
+}
+
+/// The window a stream puts into this round: the drafts planned last round (or, failing that, its drafter's
+/// proposal now), trimmed to what the reply can still use.
+fn window_tree<B: Backend>(st: &mut Stream<B>, max_draft: usize) -> Option<(DraftTree, Source)> {
+    if st.finished.is_some() || st.prefilling() || st.pending.is_none() {
+        return None;
+    }
+    let left = st.req.max_tokens.saturating_sub(st.generated().len());
+    let max = max_draft.min(left.saturating_sub(1));
+    let (tree, source) = match st.next.take() {
+        Some(planned) => planned,
+        None => match st.drafter.as_mut() {
+            Some(d) if max > 0 => (d.propose(&st.tokens, max), Source::Copy),
+            _ => (DraftTree::default(), Source::Copy),
+        },
+    };
+    Some((tree.sanitized(max), source))
 }
 
 /// Runs one round over `live`; returns the number of draft rows verified and accepted.
@@ -65,7 +176,19 @@ pub(crate) fn run_round<B: Backend>(
     model: &Qwen35<B>,
     live: &mut [Stream<B>],
     plan: &RoundPlan,
+    planner: &mut Planner,
 ) -> Result<(usize, usize)> {
+    // Windows first, so that a shared round's rows are capped before they are laid out.
+    let mut sources = Vec::with_capacity(live.len());
+    let mut trees: Vec<Option<DraftTree>> = live
+        .iter_mut()
+        .map(|st| {
+            let w = window_tree(st, plan.max_draft);
+            sources.push(w.as_ref().map_or(Source::Copy, |w| w.1));
+            w.map(|w| w.0)
+        })
+        .collect();
+    cap_trees(&mut trees, plan.max_round_rows.max(1));
     let mut rows: Vec<RowRef> = Vec::new();
     let mut tokens = Vec::new();
     let mut parts = Vec::with_capacity(live.len());
@@ -98,7 +221,7 @@ pub(crate) fn run_round<B: Backend>(
                 n,
                 last: base + n == plen,
             });
-        } else if let Some(t) = st.pending {
+        } else if let (Some(t), Some(tree)) = (st.pending, trees[si].take()) {
             let first = rows.len();
             rows.push(RowRef {
                 slot: si,
@@ -106,13 +229,6 @@ pub(crate) fn run_round<B: Backend>(
                 parent: None,
             });
             tokens.push(t);
-            let left = st.req.max_tokens.saturating_sub(st.generated().len());
-            let tree = match st.drafter.as_mut() {
-                Some(d) if left > 1 && plan.max_draft > 0 => d
-                    .propose(&st.tokens, plan.max_draft.min(left - 1))
-                    .sanitized(plan.max_draft.min(left - 1)),
-                _ => DraftTree::default(),
-            };
             let depth = depths(&tree);
             for (j, (&p, &tok)) in tree.parents.iter().zip(&tree.tokens).enumerate() {
                 let parent = Some(first + p.map_or(0, |p| p + 1));
@@ -134,10 +250,13 @@ pub(crate) fn run_round<B: Backend>(
     if rows.is_empty() {
         return Ok((0, 0));
     }
-    // Logits are needed at every window row and at the last row of a finished prompt.
+    // Logits are needed at every window row and at the last row of a finished prompt; taps (the MTP head's
+    // input) at every row of a stream that drafts with the head.
     let mut logit_rows = Vec::new();
     let mut logit_at = vec![usize::MAX; rows.len()];
-    for part in &parts {
+    let mut tap_rows = Vec::new();
+    let mut tap_at = vec![usize::MAX; rows.len()];
+    for (si, part) in parts.iter().enumerate() {
         let wanted: Vec<usize> = match *part {
             Part::Prompt {
                 first,
@@ -151,12 +270,27 @@ pub(crate) fn run_round<B: Backend>(
             logit_at[r] = logit_rows.len();
             logit_rows.push(r);
         }
+        let st = &live[si];
+        if st.mtp.is_some() && plan.max_draft > 0 {
+            let span = match *part {
+                Part::Prompt { first, n, .. } => first..first + n,
+                Part::Window { first, n } if st.drafting.taps => first..first + n,
+                _ => 0..0,
+            };
+            for r in span {
+                tap_at[r] = tap_rows.len();
+                tap_rows.push(r);
+            }
+        }
     }
     let mut slots: Vec<&mut SlotState<B>> = live.iter_mut().map(|s| &mut s.slot).collect();
-    let logits = model.forward(&rows, &tokens, &mut slots, &logit_rows)?;
+    let started = Instant::now();
+    let (logits, taps) = model.forward_taps(&rows, &tokens, &mut slots, &logit_rows, &tap_rows)?;
+    planner.record_round(rows.len(), started.elapsed().as_secs_f64());
     let vocab = model.config.vocab_size;
     let row_logits = |r: usize| &logits[logit_at[r] * vocab..(logit_at[r] + 1) * vocab];
     let (mut drafted, mut accepted) = (0, 0);
+    let mut kept: Vec<Vec<usize>> = vec![Vec::new(); live.len()];
     for (si, st) in live.iter_mut().enumerate() {
         match parts[si] {
             Part::None => {}
@@ -166,6 +300,7 @@ pub(crate) fn run_round<B: Backend>(
                 if last {
                     walk(st, &rows, first + n - 1, &[], &row_logits);
                 }
+                kept[si] = path;
             }
             Part::Window { first, n } => {
                 st.pending = None;
@@ -178,11 +313,135 @@ pub(crate) fn run_round<B: Backend>(
                 accepted += path.len() - 1;
                 st.usage.drafted += n - 1;
                 st.usage.accepted += path.len() - 1;
+                let (d, a) = (n - 1, path.len() - 1);
+                match sources[si] {
+                    Source::Mtp => {
+                        st.drafting.mtp_accept.record(d, a);
+                        planner.mtp_accept.record(d, a);
+                    }
+                    Source::Copy => {
+                        st.drafting.copy_accept.record(d, a);
+                        planner.copy_accept.record(d, a);
+                    }
+                }
                 model.keep(&mut st.slot, &path)?;
+                kept[si] = path;
             }
         }
     }
+    if plan.max_draft > 0 {
+        draft_next(model, live, &rows, &kept, &taps, &tap_at, plan, planner)?;
+    }
     Ok((drafted, accepted))
+}
+
+/// Plans every stream's next window: a copy when its drafter is confident, else an MTP chain whose width the
+/// planner picks; the head absorbs this round's kept rows of every stream it drafts for, drafting or not.
+#[allow(clippy::too_many_arguments)]
+fn draft_next<B: Backend>(
+    model: &Qwen35<B>,
+    live: &mut [Stream<B>],
+    rows: &[RowRef],
+    kept: &[Vec<usize>],
+    taps: &[f32],
+    tap_at: &[usize],
+    plan: &RoundPlan,
+    planner: &mut Planner,
+) -> Result<()> {
+    let others = live
+        .iter()
+        .filter(|s| s.finished.is_none() && s.pending.is_some())
+        .count()
+        .saturating_sub(1);
+    let h = model.config.hidden_size;
+    let mut jobs = Vec::new();
+    let mut job_streams = Vec::new();
+    for (si, st) in live.iter_mut().enumerate() {
+        if st.finished.is_some() {
+            continue;
+        }
+        let mut want_mtp = 0;
+        let decoding = st.pending.is_some() && !st.prefilling();
+        let dr = &mut st.drafting;
+        if decoding {
+            let left = st.req.max_tokens.saturating_sub(st.tokens.len() - st.req.prompt.len());
+            let max = plan.max_draft.min(left.saturating_sub(1));
+            let mut copy = match st.drafter.as_mut() {
+                Some(d) if max > 0 => d.propose(&st.tokens, max).sanitized(max),
+                _ => DraftTree::default(),
+            };
+            if plan.plan_widths && !copy.is_empty() {
+                let planned = planner.width(dr.copy_accept.rate(), others, copy.len(), 0.0);
+                let keep = dr.copy_idle.width(planned, copy.len());
+                copy = copy.sanitized(keep);
+            }
+            let depth = plan.mtp_depth.min(max);
+            if copy.is_empty() && st.mtp.is_some() && depth > 0 {
+                want_mtp = if plan.plan_widths {
+                    let w = planner.width(dr.mtp_accept.rate(), others, depth, planner.mtp_step());
+                    dr.mtp_idle.width(w, 1)
+                } else {
+                    depth
+                };
+            }
+            st.next = Some((copy, Source::Copy));
+        }
+        // Taps for the next window only when the head may absorb it: drafting now or probing soon.
+        dr.taps = want_mtp > 0 || dr.mtp_idle.probing_next();
+        let Some(slot) = st.mtp.as_mut() else {
+            continue;
+        };
+        // Every tapped kept row whose next token is known (all of them while the stream runs) waits for the head.
+        for &r in &kept[si] {
+            let (pos, t) = (rows[r].pos, tap_at[r]);
+            if pos + 1 < st.tokens.len() && t != usize::MAX {
+                dr.backlog
+                    .push(pos, st.tokens[pos + 1], &taps[t * h..(t + 1) * h]);
+            }
+        }
+        if want_mtp == 0 || dr.backlog.next.is_empty() {
+            dr.backlog.trim(plan.mtp_history);
+            continue;
+        }
+        let b = std::mem::take(&mut dr.backlog);
+        if slot.next_pos != Some(b.first_pos) {
+            // Rows were dropped from the backlog: the head resumes after a gap in its KV.
+            slot.next_pos = None;
+        }
+        jobs.push(Absorb {
+            first_pos: b.first_pos,
+            hidden: b.hidden,
+            next: b.next,
+            drafts: want_mtp,
+            sampling: st.req.sampling.clone(),
+            min_prob: plan.mtp_min_prob,
+        });
+        job_streams.push(si);
+    }
+    let Some(head) = model.mtp.as_ref() else {
+        return Ok(());
+    };
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let mut slots: Vec<&mut MtpSlot<B>> = Vec::with_capacity(jobs.len());
+    for (si, st) in live.iter_mut().enumerate() {
+        if job_streams.contains(&si) {
+            if let Some(m) = st.mtp.as_mut() {
+                slots.push(m);
+            }
+        }
+    }
+    let (drafts, step_secs) = absorb_and_draft(model, head, &mut slots, &jobs)?;
+    if let Some(s) = step_secs {
+        planner.record_mtp_step(s);
+    }
+    for (j, chain) in drafts.into_iter().enumerate() {
+        if !chain.is_empty() {
+            live[job_streams[j]].next = Some((DraftTree::chain(chain), Source::Mtp));
+        }
+    }
+    Ok(())
 }
 
 /// Depth of each draft node below the pending row (children of the pending row have depth 0).
@@ -209,6 +468,7 @@ fn walk<'a, B: Backend>(
         st.finished = Some(FinishReason::Length);
         return path;
     }
+    st.usage.rounds += 1;
     loop {
         let mut row = row_logits(cur).to_vec();
         apply_penalties(&mut row, &st.req.penalties, &st.req.prompt, st.generated());

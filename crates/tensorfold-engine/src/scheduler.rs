@@ -3,6 +3,7 @@
 
 use crate::api::{EngineConfig, Event, FinishReason, Request, Stats, SubmitError, Usage};
 use crate::prompt_cache::PromptCache;
+use crate::plan::Planner;
 use crate::round::{run_round, RoundPlan, Stream};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
@@ -24,11 +25,16 @@ struct PageMath {
     page_rows: usize,
     capacity: usize,
     attention_layers: usize,
+    /// KV layers of the MTP head (0 or 1), reserved only while the pool has room: the head is optional.
+    head_layers: usize,
 }
 
 impl PageMath {
     fn pages_for(&self, tokens: usize) -> usize {
         self.attention_layers * tokens.div_ceil(self.page_rows.max(1))
+    }
+    fn head_pages_for(&self, tokens: usize) -> usize {
+        self.head_layers * tokens.div_ceil(self.page_rows.max(1))
     }
 }
 
@@ -119,6 +125,7 @@ pub fn spawn<B: Backend>(model: Qwen35<B>, config: EngineConfig) -> EngineHandle
         page_rows,
         capacity,
         attention_layers: model.attention_layers(),
+        head_layers: usize::from(model.mtp.is_some() && config.drafts && config.mtp),
     };
     let vocab_size = model.config.vocab_size;
     let (thread_stats, thread_config) = (stats.clone(), config.clone());
@@ -145,6 +152,7 @@ struct Engine<B: Backend> {
     live: Vec<Stream<B>>,
     cache: PromptCache<B>,
     reserved: usize,
+    planner: Planner,
 }
 
 impl<B: Backend> Engine<B> {
@@ -159,6 +167,7 @@ impl<B: Backend> Engine<B> {
             live: Vec::new(),
             cache,
             reserved: 0,
+            planner: Planner::default(),
         }
     }
 
@@ -242,7 +251,24 @@ impl<B: Backend> Engine<B> {
                 }
                 _ => self.model.new_slot(),
             };
-            let drafter = (self.cfg.drafts && req.draft).then(|| self.cfg.drafter.build());
+            let drafts = self.cfg.drafts && req.draft;
+            let drafter = drafts.then(|| self.cfg.drafter.build());
+            // The MTP head's KV takes pages from the same pool: it drafts only when they can be reserved too.
+            let head_need = self
+                .pages
+                .head_pages_for(req.prompt.len() + req.max_tokens);
+            let mtp = match &self.model.mtp {
+                Some(head)
+                    if drafts
+                        && self.pages.head_layers > 0
+                        && self.reserved + head_need <= self.pages.capacity =>
+                {
+                    self.reserved += head_need;
+                    Some(head.new_slot(&self.model.backend))
+                }
+                _ => None,
+            };
+            let reserved_pages = need + if mtp.is_some() { head_need } else { 0 };
             self.live.push(Stream {
                 tokens: req.prompt.clone(),
                 req: *req,
@@ -250,11 +276,14 @@ impl<B: Backend> Engine<B> {
                 slot,
                 pending: None,
                 drafter,
-                reserved_pages: need,
+                reserved_pages,
                 started: Instant::now(),
                 first_token_secs: None,
                 usage,
                 finished: None,
+                mtp,
+                next: None,
+                drafting: crate::round::Drafting::new(&self.planner),
             });
         }
     }
@@ -289,9 +318,14 @@ impl<B: Backend> Engine<B> {
                 0
             },
             marks: marks.clone(),
+            max_round_rows: self.cfg.max_round_rows,
+            mtp_depth: if self.cfg.mtp { self.cfg.mtp_depth } else { 0 },
+            mtp_min_prob: self.cfg.mtp_min_prob,
+            plan_widths: self.cfg.plan_widths,
+            mtp_history: self.cfg.mtp_history,
         };
         let before: Vec<usize> = self.live.iter().map(|s| s.slot.len).collect();
-        match run_round(&self.model, &mut self.live, &plan) {
+        match run_round(&self.model, &mut self.live, &plan, &mut self.planner) {
             Ok((drafted, accepted)) => {
                 let mut s = self.stats();
                 s.rounds_total += 1;

@@ -55,8 +55,8 @@ pub struct SlotState<B: Backend> {
 pub struct Qwen35<B: Backend> {
     pub config: ModelConfig,
     pub backend: B,
-    embed: B::Matrix,
-    lm_head: B::Matrix,
+    pub(crate) embed: B::Matrix,
+    pub(crate) lm_head: B::Matrix,
     final_norm: B::Vector,
     layers: Vec<Layer<B>>,
     linear_spec: LinearSpec,
@@ -65,6 +65,8 @@ pub struct Qwen35<B: Backend> {
     pub weight_bytes_per_row: usize,
     /// Storage label of the projections, e.g. "BF16" or "MLX 4-bit g64".
     pub format: String,
+    /// The checkpoint's multi-token-prediction head (`mtp.*`), when it has one.
+    pub mtp: Option<crate::mtp::Mtp<B>>,
 }
 
 impl<B: Backend> Qwen35<B> {
@@ -177,6 +179,7 @@ impl<B: Backend> Qwen35<B> {
         bytes += head_stored.view().stored_bytes();
         formats.insert(head_stored.format_label());
         let final_norm = shifted("norm.weight", h)?;
+        let mtp = crate::mtp::Mtp::load(ck, &backend, attn_spec)?;
         Ok(Qwen35 {
             config: c.clone(),
             embed: backend.matrix(&embed_stored)?,
@@ -187,6 +190,7 @@ impl<B: Backend> Qwen35<B> {
             attn_spec,
             weight_bytes_per_row: bytes,
             format: formats.into_iter().collect::<Vec<_>>().join("+"),
+            mtp,
             backend,
         })
     }
@@ -215,7 +219,23 @@ impl<B: Backend> Qwen35<B> {
         slots: &mut [&mut SlotState<B>],
         logit_rows: &[usize],
     ) -> Result<Vec<f32>> {
+        Ok(self.forward_taps(rows, tokens, slots, logit_rows, &[])?.0)
+    }
+
+    /// `forward`, also returning the taps: the final-normed hidden of each row in `tap_rows` (host,
+    /// `[tap_rows.len(), hidden]`), bit-equal to what that row's logits were computed from (the MTP head's input).
+    pub fn forward_taps(
+        &self,
+        rows: &[RowRef],
+        tokens: &[u32],
+        slots: &mut [&mut SlotState<B>],
+        logit_rows: &[usize],
+        tap_rows: &[usize],
+    ) -> Result<(Vec<f32>, Vec<f32>)> {
         self.check_round(rows, tokens, slots, logit_rows)?;
+        if let Some(&b) = tap_rows.iter().find(|&&i| i >= rows.len()) {
+            return Err(CoreError::Invalid(format!("tap row {b} of {} rows", rows.len())));
+        }
         let be = &self.backend;
         let eps = self.config.rms_norm_eps;
         let mut h = be.embed(&self.embed, tokens);
@@ -272,12 +292,17 @@ impl<B: Backend> Qwen35<B> {
             );
             be.add_assign(&mut h, &be.project(&act, &layer.mlp.down));
         }
+        let taps = if tap_rows.is_empty() {
+            Vec::new()
+        } else {
+            be.to_host(&be.rms_norm(&be.select_rows(&h, tap_rows), &self.final_norm, eps))
+        };
         if logit_rows.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), taps));
         }
         let picked = be.select_rows(&h, logit_rows);
         let normed = be.rms_norm(&picked, &self.final_norm, eps);
-        Ok(be.to_host(&be.project(&normed, &self.lm_head)))
+        Ok((be.to_host(&be.project(&normed, &self.lm_head)), taps))
     }
 }
 
@@ -301,7 +326,11 @@ impl<B: Backend> Qwen35<B> {
             let expected = match r.parent {
                 None => slots[r.slot].len,
                 Some(p) if p < i && rows[p].slot == r.slot => rows[p].pos + 1,
-                Some(p) => return bad(format!("row {i}'s parent {p} is not an earlier row of its slot")),
+                Some(p) => {
+                    return bad(format!(
+                        "row {i}'s parent {p} is not an earlier row of its slot"
+                    ))
+                }
             };
             if r.pos != expected {
                 return bad(format!("row {i} {r:?} must sit at position {expected}"));
@@ -357,7 +386,10 @@ impl<B: Backend> Qwen35<B> {
                 LayerState::Attn(s) => LayerSnapshot::Attn(self.backend.snapshot_kv(s)),
             })
             .collect();
-        SlotSnapshot { layers, len: slot.len }
+        SlotSnapshot {
+            layers,
+            len: slot.len,
+        }
     }
 
     /// A slot holding exactly the snapshot's state.
@@ -366,10 +398,15 @@ impl<B: Backend> Qwen35<B> {
         for l in &snap.layers {
             layers.push(match l {
                 LayerSnapshot::Linear(s) => LayerState::Linear(self.backend.restore_linear(s)),
-                LayerSnapshot::Attn(s) => LayerState::Attn(self.backend.restore_kv(&self.attn_spec, s)?),
+                LayerSnapshot::Attn(s) => {
+                    LayerState::Attn(self.backend.restore_kv(&self.attn_spec, s)?)
+                }
             });
         }
-        Ok(SlotState { layers, len: snap.len })
+        Ok(SlotState {
+            layers,
+            len: snap.len,
+        })
     }
 
     pub fn snapshot_bytes(&self, snap: &SlotSnapshot<B>) -> usize {
@@ -384,7 +421,10 @@ impl<B: Backend> Qwen35<B> {
 
     /// Number of attention layers (each takes KV pages).
     pub fn attention_layers(&self) -> usize {
-        self.layers.iter().filter(|l| matches!(l.mixer, Mixer::Attn(_))).count()
+        self.layers
+            .iter()
+            .filter(|l| matches!(l.mixer, Mixer::Attn(_)))
+            .count()
     }
 }
 

@@ -92,7 +92,12 @@ fn check_fixture(dir: &Path) -> Outcome {
         equal += 1;
         let pos = r.prompt.len() + i;
         last = model
-            .forward_chains(&[RowRef::chain(0, pos, 0, 0)], &[got], &mut [&mut slot], &[0])
+            .forward_chains(
+                &[RowRef::chain(0, pos, 0, 0)],
+                &[got],
+                &mut [&mut slot],
+                &[0],
+            )
             .expect("decode");
     }
     Outcome {

@@ -30,7 +30,10 @@ fn prefill(m: &Qwen35<CpuBackend>, ids: &[u32], chunk: usize) -> Vec<f32> {
             .map(|i| RowRef::chain(0, c * chunk, 0, i))
             .collect();
         let all: Vec<usize> = (0..piece.len()).collect();
-        out.extend(m.forward_chains(&rows, piece, &mut [&mut slot], &all).unwrap());
+        out.extend(
+            m.forward_chains(&rows, piece, &mut [&mut slot], &all)
+                .unwrap(),
+        );
     }
     out
 }
@@ -67,12 +70,20 @@ fn a_slot_sharing_its_round_gets_the_same_bits_as_alone() {
     for i in 0..a.len().max(b.len()) {
         if i < b.len() {
             let parent = rows.iter().rposition(|r: &RowRef| r.slot == 1);
-            rows.push(RowRef { slot: 1, pos: i, parent });
+            rows.push(RowRef {
+                slot: 1,
+                pos: i,
+                parent,
+            });
             tokens.push(b[i]);
         }
         if i < a.len() {
             let parent = rows.iter().rposition(|r: &RowRef| r.slot == 0);
-            rows.push(RowRef { slot: 0, pos: i, parent });
+            rows.push(RowRef {
+                slot: 0,
+                pos: i,
+                parent,
+            });
             tokens.push(a[i]);
         }
     }
@@ -98,7 +109,16 @@ fn a_slot_sharing_its_round_gets_the_same_bits_as_alone() {
 fn rows_that_skip_a_position_are_refused() {
     let m = model("tiny-flat-f16-notok");
     let mut slot = m.new_slot();
-    let err = m.forward(&[RowRef { slot: 0, pos: 1, parent: None }], &[3], &mut [&mut slot], &[0]);
+    let err = m.forward(
+        &[RowRef {
+            slot: 0,
+            pos: 1,
+            parent: None,
+        }],
+        &[3],
+        &mut [&mut slot],
+        &[0],
+    );
     assert!(err.is_err());
     assert_eq!(slot.len, 0, "a refused round leaves the slot untouched");
 }

@@ -12,7 +12,8 @@ use tensorfold_model::{Qwen35, SlotState};
 fn model() -> &'static Qwen35<CpuBackend> {
     static M: OnceLock<Qwen35<CpuBackend>> = OnceLock::new();
     M.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tiny-wrapper-bf16");
+        let dir =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tiny-wrapper-bf16");
         let ck = Checkpoint::open(&dir, |_, _| {}).expect("fixture opens");
         Qwen35::load(&ck, CpuBackend::default()).expect("fixture binds")
     })
@@ -24,14 +25,20 @@ fn plain(m: &Qwen35<CpuBackend>, tokens: &[u32]) -> Vec<Vec<f32>> {
     tokens
         .iter()
         .enumerate()
-        .map(|(pos, &t)| m.forward_chains(&[RowRef::chain(0, pos, 0, 0)], &[t], &mut [&mut slot], &[0]).unwrap())
+        .map(|(pos, &t)| {
+            m.forward_chains(&[RowRef::chain(0, pos, 0, 0)], &[t], &mut [&mut slot], &[0])
+                .unwrap()
+        })
         .collect()
 }
 
 fn prefilled(m: &Qwen35<CpuBackend>, prompt: &[u32]) -> SlotState<CpuBackend> {
     let mut slot = m.new_slot();
-    let rows: Vec<RowRef> = (0..prompt.len()).map(|i| RowRef::chain(0, 0, 0, i)).collect();
-    m.forward_chains(&rows, prompt, &mut [&mut slot], &[]).unwrap();
+    let rows: Vec<RowRef> = (0..prompt.len())
+        .map(|i| RowRef::chain(0, 0, 0, i))
+        .collect();
+    m.forward_chains(&rows, prompt, &mut [&mut slot], &[])
+        .unwrap();
     slot
 }
 
@@ -49,9 +56,16 @@ struct Tree {
 fn tree_strategy(max_nodes: usize) -> impl Strategy<Value = Tree> {
     (1..=max_nodes).prop_flat_map(|n| {
         let parents = (0..n)
-            .map(|i| if i == 0 { Just(None).boxed() } else { prop::option::weighted(0.9, 0..i).boxed() })
+            .map(|i| {
+                if i == 0 {
+                    Just(None).boxed()
+                } else {
+                    prop::option::weighted(0.9, 0..i).boxed()
+                }
+            })
             .collect::<Vec<_>>();
-        (parents, prop::collection::vec(0u32..480, n)).prop_map(|(parents, tokens)| Tree { parents, tokens })
+        (parents, prop::collection::vec(0u32..480, n))
+            .prop_map(|(parents, tokens)| Tree { parents, tokens })
     })
 }
 
@@ -65,12 +79,22 @@ fn path_of(tree: &Tree, node: usize) -> Vec<usize> {
 }
 
 /// Appends a tree for `slot` (committed length `base`) to a round; returns the round index of each node.
-fn push_tree(rows: &mut Vec<RowRef>, tokens: &mut Vec<u32>, slot: usize, base: usize, tree: &Tree) -> Vec<usize> {
+fn push_tree(
+    rows: &mut Vec<RowRef>,
+    tokens: &mut Vec<u32>,
+    slot: usize,
+    base: usize,
+    tree: &Tree,
+) -> Vec<usize> {
     let mut at = Vec::new();
     for (i, &parent) in tree.parents.iter().enumerate() {
         let depth = path_of(tree, i).len() - 1;
         at.push(rows.len());
-        rows.push(RowRef { slot, pos: base + depth, parent: parent.map(|p| at[p]) });
+        rows.push(RowRef {
+            slot,
+            pos: base + depth,
+            parent: parent.map(|p| at[p]),
+        });
         tokens.push(tree.tokens[i]);
     }
     at
@@ -127,8 +151,17 @@ fn a_snapshot_restores_a_slot_that_decodes_like_the_original() {
     let mut slot = prefilled(m, &prompt);
     let snap = m.snapshot(&slot);
     let mut restored = m.restore(&snap).unwrap();
-    let a = m.forward_chains(&[RowRef::chain(0, 21, 0, 0)], &[7], &mut [&mut slot], &[0]).unwrap();
-    let b = m.forward_chains(&[RowRef::chain(0, 21, 0, 0)], &[7], &mut [&mut restored], &[0]).unwrap();
+    let a = m
+        .forward_chains(&[RowRef::chain(0, 21, 0, 0)], &[7], &mut [&mut slot], &[0])
+        .unwrap();
+    let b = m
+        .forward_chains(
+            &[RowRef::chain(0, 21, 0, 0)],
+            &[7],
+            &mut [&mut restored],
+            &[0],
+        )
+        .unwrap();
     assert!(bits_equal(&a, &b));
     assert!(m.snapshot_bytes(&snap) > 0);
 }

@@ -35,6 +35,18 @@ pub struct BenchArgs {
     /// Prompt length of the prompt-cache measurement (with --rounds).
     #[arg(long, default_value_t = 512)]
     pub long_prompt: usize,
+    /// Drafted against plain decoding on a rewrite, new code and prose, alternating (see bench_drafts.rs).
+    #[arg(long)]
+    pub drafts: bool,
+    /// Tokens of the code file in the rewrite prompt (with --drafts).
+    #[arg(long, default_value_t = 512)]
+    pub rewrite_tokens: usize,
+    /// Where to run: the CPU, or the GPU sweep (copy bandwidth, decode vs bound, rounds, streams, prefill).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: crate::check::Device,
+    /// Prompt lengths of the prefill measurement (with --device cuda).
+    #[arg(long, value_delimiter = ',', default_value = "2048")]
+    pub prefill_lens: Vec<usize>,
 }
 
 /// Best-of-5 parallel read bandwidth over a 1 GiB buffer, in bytes per second.
@@ -58,8 +70,23 @@ pub fn read_bandwidth() -> f64 {
 pub fn bench(args: BenchArgs) -> Result<()> {
     crate::run::init_threads(args.threads);
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
+    if args.device == crate::check::Device::Cuda {
+        #[cfg(feature = "cuda")]
+        return crate::cuda::bench(&dir, args.decode_tokens, &args.prefill_lens, args.repeat);
+        #[cfg(not(feature = "cuda"))]
+        anyhow::bail!("--device cuda: this binary was built without CUDA (cargo build --release --features cuda)");
+    }
     let ck = crate::run::open_checkpoint(&dir)?;
     let model = Qwen35::load(&ck, CpuBackend::default())?;
+    if args.drafts {
+        return crate::bench_drafts::bench_drafts(
+            model,
+            &dir,
+            args.decode_tokens,
+            args.rewrite_tokens,
+            args.repeat,
+        );
+    }
     if args.rounds {
         println!(
             "model: {} ({}), backend {}",

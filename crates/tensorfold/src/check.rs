@@ -26,25 +26,43 @@ pub struct CheckArgs {
     pub quick: bool,
     #[arg(long)]
     pub threads: Option<usize>,
+    /// With --device cuda: run the backend-ops test (every op vs its CPU twin, row invariance) first.
+    #[arg(long)]
+    pub ops: bool,
 }
 
 pub fn check(args: CheckArgs) -> Result<()> {
     crate::run::init_threads(args.threads);
-    if args.device == Device::Cuda {
-        bail!("--device cuda: this build has no CUDA backend yet (issue 5); use --device cpu");
-    }
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
+    if args.device == Device::Cuda {
+        #[cfg(feature = "cuda")]
+        return crate::cuda::check(&dir, args.quick, args.ops);
+        #[cfg(not(feature = "cuda"))]
+        bail!("--device cuda: this binary was built without CUDA (cargo build --release --features cuda)");
+    }
     let load = || Qwen35::load(&Checkpoint::open(&dir, |_, _| {})?, CpuBackend::default());
     let results = equality_suite(&load, args.quick)?;
     let width = results.iter().map(|r| r.name.len()).max().unwrap_or(0);
     for r in &results {
         let verdict = if r.pass() { "ok  " } else { "DIFF" };
-        println!("{verdict} {:width$}  plain {}  got {}  {}", r.name, r.reference_sha, r.got_sha, r.note);
+        println!(
+            "{verdict} {:width$}  plain {}  got {}  {}",
+            r.name, r.reference_sha, r.got_sha, r.note
+        );
     }
     let failed = results.iter().filter(|r| !r.pass()).count();
-    println!("{} cases, {} equal, {} different ({}, cpu)", results.len(), results.len() - failed, failed, dir.display());
+    println!(
+        "{} cases, {} equal, {} different ({}, cpu)",
+        results.len(),
+        results.len() - failed,
+        failed,
+        dir.display()
+    );
     if failed > 0 {
-        bail!("{failed} of {} cases differ from the plain reply", results.len());
+        bail!(
+            "{failed} of {} cases differ from the plain reply",
+            results.len()
+        );
     }
     Ok(())
 }

@@ -2,7 +2,11 @@
 //! non-zero exit (never a panic).
 
 mod bench;
+mod bench_drafts;
+mod bench_rounds;
 mod check;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod run;
 mod serve;
 mod synth;

@@ -1,5 +1,6 @@
-//! `tensorfold run`: load a checkpoint, build the prompt (text, chat or ids), decode with the keyed sampler,
-//! stream text to stdout and speeds to stderr; optionally a JSON summary and the prompt's teacher-forced logits.
+//! `tensorfold run`: load a checkpoint, build the prompt (text, chat or ids), decode it through the engine (drafted
+//! unless `--no-drafts`; the tokens are the same either way), stream text to stdout and speeds and tokens per
+//! round to stderr; optionally a JSON summary and the prompt's teacher-forced logits.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -10,7 +11,7 @@ use tensorfold_core::chat::{ChatRenderRequest, ChatTemplate};
 use tensorfold_core::sampling::{seed_from_prompt, token_sha, SamplingParams};
 use tensorfold_core::tokenizer::{StreamDecoder, TextTokenizer};
 use tensorfold_core::Checkpoint;
-use tensorfold_engine::{generate, GenerateRequest};
+use tensorfold_engine::{generate, EngineConfig, Event, GenerateRequest, Request, Usage};
 use tensorfold_model::Qwen35;
 
 #[derive(Args, Debug)]
@@ -56,6 +57,9 @@ pub struct RunArgs {
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Decode one token per round, without context copies or the MTP head (same tokens, no speculation).
+    #[arg(long)]
+    pub no_drafts: bool,
 }
 
 pub fn init_threads(threads: Option<usize>) {
@@ -127,41 +131,77 @@ pub fn run(args: RunArgs) -> Result<()> {
         min_p: args.min_p,
         seed: args.seed.unwrap_or_else(|| seed_from_prompt(&prompt)),
     };
-    let req = GenerateRequest {
-        prompt: prompt.clone(),
-        max_tokens: args.max_tokens,
-        sampling,
-        penalties: tensorfold_engine::Penalties::default(),
-        stop_ids,
-        ignore_eos: args.ignore_eos,
-        prefill_chunk: args.prefill_chunk,
-        want_prompt_logits: args.logits_out.is_some(),
+    // Teacher-forced prompt logits come from a prefill alone; the reply itself is the engine's.
+    let prompt_logits = match &args.logits_out {
+        Some(_) => {
+            let req = GenerateRequest {
+                prompt: prompt.clone(),
+                max_tokens: 0,
+                sampling: sampling.clone(),
+                penalties: tensorfold_engine::Penalties::default(),
+                stop_ids: Vec::new(),
+                ignore_eos: true,
+                prefill_chunk: args.prefill_chunk,
+                want_prompt_logits: true,
+            };
+            generate(&model, &req, |_| true)?.prompt_logits
+        }
+        None => None,
     };
+    let (format, vocab) = (model.format.clone(), model.config.vocab_size);
+    let engine = tensorfold_engine::spawn(
+        model,
+        EngineConfig {
+            parallel: 1,
+            context: prompt.len() + args.max_tokens,
+            prompt_cache_bytes: 0,
+            prefill_chunk: args.prefill_chunk.max(1),
+            drafts: !args.no_drafts,
+            ..EngineConfig::default()
+        },
+    );
+    let mut req = Request::greedy(prompt.clone(), args.max_tokens);
+    req.sampling = sampling;
+    req.stop_ids = stop_ids;
+    req.ignore_eos = args.ignore_eos;
+    req.draft = !args.no_drafts;
+    let mut rx = engine.submit(req).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut stream = tokenizer.as_ref().map(|t| StreamDecoder::new(t, false));
     let mut stdout = std::io::stdout().lock();
     let mut text = String::new();
-    let mut write_err = None;
-    let out = generate(&model, &req, |id| {
-        let piece = match stream.as_mut() {
-            Some(s) => match s.step(id) {
-                Ok(p) => p.unwrap_or_default(),
-                Err(e) => {
-                    write_err = Some(anyhow::Error::from(e));
-                    return false;
+    let mut tokens = Vec::new();
+    let mut done = None;
+    while let Some(ev) = rx.blocking_recv() {
+        match ev {
+            Event::Token { id, .. } => {
+                tokens.push(id);
+                let piece = match stream.as_mut() {
+                    Some(s) => s.step(id)?.unwrap_or_default(),
+                    None => format!("{id} "),
+                };
+                text.push_str(&piece);
+                if !args.json {
+                    let _ = stdout.write_all(piece.as_bytes());
+                    let _ = stdout.flush();
                 }
-            },
-            None => format!("{id} "),
-        };
-        text.push_str(&piece);
-        if !args.json {
-            let _ = stdout.write_all(piece.as_bytes());
-            let _ = stdout.flush();
+            }
+            Event::Done {
+                finish,
+                usage,
+                first_token_secs,
+                total_secs,
+                ..
+            } => {
+                done = Some((finish, usage, first_token_secs, total_secs));
+                break;
+            }
+            Event::Error(e) => bail!("{e}"),
         }
-        true
-    })?;
-    if let Some(e) = write_err {
-        return Err(e);
     }
+    engine.shutdown();
+    let Some((finish, usage, first_secs, total_secs)) = done else {
+        bail!("the engine stopped without finishing the reply");
+    };
     if let Some(s) = stream.as_mut() {
         let rest = s.finish()?;
         text.push_str(&rest);
@@ -172,35 +212,45 @@ pub fn run(args: RunArgs) -> Result<()> {
     if !args.json {
         let _ = writeln!(stdout);
     }
-    let prompt_tok_s = prompt.len() as f64 / out.prompt_secs.max(1e-9);
-    let decode_rows = out.tokens.len().saturating_sub(1);
-    let decode_tok_s = decode_rows as f64 / out.decode_secs.max(1e-9);
+    let prompt_tok_s = prompt.len() as f64 / first_secs.max(1e-9);
+    let decode_rows = tokens.len().saturating_sub(1);
+    let decode_tok_s = decode_rows as f64 / (total_secs - first_secs).max(1e-9);
+    let Usage {
+        drafted,
+        accepted,
+        rounds,
+        ..
+    } = usage;
     eprintln!(
         "prompt: {} tokens, {:.1} tok/s | decode: {} tokens, {:.1} tok/s | {:?} | {}",
         prompt.len(),
         prompt_tok_s,
-        out.tokens.len(),
+        tokens.len(),
         decode_tok_s,
-        out.finish,
-        model.format
+        finish,
+        format
+    );
+    eprintln!(
+        "rounds: {rounds}, {:.2} tokens per round | drafted {drafted}, accepted {accepted}{}",
+        tokens.len() as f64 / rounds.max(1) as f64,
+        if args.no_drafts { " (--no-drafts)" } else { "" }
     );
     if let Some(path) = &args.logits_out {
-        let logits = out.prompt_logits.as_deref().unwrap_or_default();
-        write_logits(path, logits, prompt.len(), model.config.vocab_size)?;
+        let logits = prompt_logits.as_deref().unwrap_or_default();
+        write_logits(path, logits, prompt.len(), vocab)?;
     }
     if args.json {
         let summary = serde_json::json!({
-            "tokens": out.tokens,
-            "token_sha": token_sha(&out.tokens),
+            "tokens": tokens,
+            "token_sha": token_sha(&tokens),
             "text": if tokenizer.is_some() { serde_json::Value::String(text) } else { serde_json::Value::Null },
             "prompt_tokens": prompt.len(),
             "prompt_tok_s": prompt_tok_s,
             "decode_tok_s": decode_tok_s,
-            "finish_reason": match out.finish {
-                tensorfold_engine::FinishReason::Stop => "stop",
-                tensorfold_engine::FinishReason::Length => "length",
-                tensorfold_engine::FinishReason::Cancelled => "cancelled",
-            },
+            "finish_reason": finish.as_str(),
+            "drafted": drafted,
+            "accepted": accepted,
+            "rounds": rounds,
         });
         writeln!(stdout, "{summary}")?;
     }

@@ -31,7 +31,13 @@ impl Drop for CpuKv {
 
 impl CpuKv {
     pub fn new(spec: &AttnSpec, pool: Arc<PagePool>) -> Self {
-        CpuKv { pool, pages: Vec::new(), len: 0, row: spec.kv_heads * spec.head_dim, pending: Vec::new() }
+        CpuKv {
+            pool,
+            pages: Vec::new(),
+            len: 0,
+            row: spec.kv_heads * spec.head_dim,
+            pending: Vec::new(),
+        }
     }
     pub fn len(&self) -> usize {
         self.len
@@ -51,7 +57,10 @@ impl CpuKv {
     pub fn push(&mut self, key: &[f32], value: &[f32]) -> Result<(), String> {
         if self.len == self.pages.len() * PAGE_ROWS {
             let page = self.pool.take(2 * PAGE_ROWS * self.row).ok_or_else(|| {
-                format!("KV page pool exhausted ({} pages in use)", self.pool.capacity())
+                format!(
+                    "KV page pool exhausted ({} pages in use)",
+                    self.pool.capacity()
+                )
             })?;
             self.pages.push(page);
         }
@@ -68,7 +77,10 @@ impl CpuKv {
     pub fn keep(&mut self, path: &[usize]) -> Result<(), String> {
         let pending = std::mem::take(&mut self.pending);
         for &r in path {
-            let (_, k, v) = pending.iter().find(|p| p.0 == r).ok_or_else(|| format!("row {r} is not pending"))?;
+            let (_, k, v) = pending
+                .iter()
+                .find(|p| p.0 == r)
+                .ok_or_else(|| format!("row {r} is not pending"))?;
             self.push(k, v)?;
         }
         Ok(())
@@ -160,48 +172,51 @@ pub(super) fn gated_attention(
     let states: Vec<&CpuKv> = states.iter().map(|s| &**s).collect();
     let paths: Vec<Vec<usize>> = (0..rows.len()).map(|i| ancestry(rows, i)).collect();
     let mut out = CpuAct::zeros(rows.len(), s.heads * hd);
-    out.data.par_chunks_mut(hd).enumerate().for_each(|(idx, o)| {
-        let (i, h) = (idx / s.heads, idx % s.heads);
-        let r = rows[i];
-        let kv = states[r.slot];
-        let qrow = qg.row(i);
-        let mut q = qrow[h * 2 * hd..h * 2 * hd + hd].to_vec();
-        let gate = &qrow[h * 2 * hd + hd..(h + 1) * 2 * hd];
-        norm_head(&mut q, &p.q_norm, p.eps);
-        rope(&mut q, r.pos, s.rotary_dim, s.rope_theta);
-        let kvh = h / group;
-        let head = kvh * hd..(kvh + 1) * hd;
-        let path = &paths[i];
-        // Keys in position order: committed rows, then this row's ancestors and itself.
-        let key_at = |t: usize| -> &[f32] {
-            if t < kv.len {
-                &kv.key(t)[head.clone()]
-            } else {
-                &kv.pending[local[path[t - kv.len]]].1[head.clone()]
+    out.data
+        .par_chunks_mut(hd)
+        .enumerate()
+        .for_each(|(idx, o)| {
+            let (i, h) = (idx / s.heads, idx % s.heads);
+            let r = rows[i];
+            let kv = states[r.slot];
+            let qrow = qg.row(i);
+            let mut q = qrow[h * 2 * hd..h * 2 * hd + hd].to_vec();
+            let gate = &qrow[h * 2 * hd + hd..(h + 1) * 2 * hd];
+            norm_head(&mut q, &p.q_norm, p.eps);
+            rope(&mut q, r.pos, s.rotary_dim, s.rope_theta);
+            let kvh = h / group;
+            let head = kvh * hd..(kvh + 1) * hd;
+            let path = &paths[i];
+            // Keys in position order: committed rows, then this row's ancestors and itself.
+            let key_at = |t: usize| -> &[f32] {
+                if t < kv.len {
+                    &kv.key(t)[head.clone()]
+                } else {
+                    &kv.pending[local[path[t - kv.len]]].1[head.clone()]
+                }
+            };
+            let value_at = |t: usize| -> &[f32] {
+                if t < kv.len {
+                    &kv.value(t)[head.clone()]
+                } else {
+                    &kv.pending[local[path[t - kv.len]]].2[head.clone()]
+                }
+            };
+            let n = kv.len + path.len();
+            let mut scores: Vec<f32> = (0..n).map(|t| dot_f32(&q, key_at(t)) * scale).collect();
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0f32;
+            for sc in scores.iter_mut() {
+                *sc = (*sc - max).exp();
+                sum += *sc;
             }
-        };
-        let value_at = |t: usize| -> &[f32] {
-            if t < kv.len {
-                &kv.value(t)[head.clone()]
-            } else {
-                &kv.pending[local[path[t - kv.len]]].2[head.clone()]
+            for (t, &w) in scores.iter().enumerate() {
+                axpy_f32(w / sum, value_at(t), o);
             }
-        };
-        let n = kv.len + path.len();
-        let mut scores: Vec<f32> = (0..n).map(|t| dot_f32(&q, key_at(t)) * scale).collect();
-        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f32;
-        for sc in scores.iter_mut() {
-            *sc = (*sc - max).exp();
-            sum += *sc;
-        }
-        for (t, &w) in scores.iter().enumerate() {
-            axpy_f32(w / sum, value_at(t), o);
-        }
-        for (e, &g) in o.iter_mut().zip(gate) {
-            *e *= sigmoid(g);
-        }
-    });
+            for (e, &g) in o.iter_mut().zip(gate) {
+                *e *= sigmoid(g);
+            }
+        });
     let _ = kv_row;
     out
 }

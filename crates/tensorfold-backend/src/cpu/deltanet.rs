@@ -62,7 +62,12 @@ impl CpuLinearState {
     /// after the last of them; every other pending row leaves no trace.
     pub fn keep(&mut self, spec: &LinearSpec, path: &[usize]) -> Result<(), String> {
         let pending = std::mem::take(&mut self.pending);
-        let find = |r: usize| pending.iter().find(|p| p.round_row == r).ok_or_else(|| format!("row {r} is not pending"));
+        let find = |r: usize| {
+            pending
+                .iter()
+                .find(|p| p.round_row == r)
+                .ok_or_else(|| format!("row {r} is not pending"))
+        };
         let rows: Vec<&PendingRow> = path.iter().map(|&r| find(r)).collect::<Result<_, _>>()?;
         let channels = spec.conv_channels();
         for row in &rows {
@@ -79,11 +84,14 @@ impl CpuLinearState {
             }
             let head_state = spec.value_dim * spec.key_dim;
             let group = spec.value_heads / spec.key_heads;
-            self.recurrent.par_chunks_mut(head_state).enumerate().for_each(|(h, state)| {
-                for row in &rows {
-                    step_head(spec, h, h / group, state, row, None);
-                }
-            });
+            self.recurrent
+                .par_chunks_mut(head_state)
+                .enumerate()
+                .for_each(|(h, state)| {
+                    for row in &rows {
+                        step_head(spec, h, h / group, state, row, None);
+                    }
+                });
         }
         self.start = None;
         self.in_place.clear();
@@ -107,7 +115,14 @@ fn l2_normalize(x: &mut [f32]) {
 }
 
 /// One delta-rule step of value head `h` (key head `kh`) on `state` `[value_dim, key_dim]`; writes o if given.
-fn step_head(spec: &LinearSpec, h: usize, kh: usize, state: &mut [f32], row: &PendingRow, mut o: Option<&mut [f32]>) {
+fn step_head(
+    spec: &LinearSpec,
+    h: usize,
+    kh: usize,
+    state: &mut [f32],
+    row: &PendingRow,
+    mut o: Option<&mut [f32]>,
+) {
     let (dk, dv) = (spec.key_dim, spec.value_dim);
     let q = &row.q[kh * dk..(kh + 1) * dk];
     let k = &row.k[kh * dk..(kh + 1) * dk];
@@ -182,9 +197,18 @@ pub(super) fn gated_deltanet(
                 l2_normalize(head);
             }
             let beta = (0..s.value_heads).map(|h| sigmoid(b.row(i)[h])).collect();
-            let decay =
-                (0..s.value_heads).map(|h| (-p.a_log[h].exp() * softplus(a.row(i)[h] + p.dt_bias[h])).exp()).collect();
-            PendingRow { round_row: i, mixed: mixed.row(i).to_vec(), q, k, v: x[2 * key_total..].to_vec(), beta, decay }
+            let decay = (0..s.value_heads)
+                .map(|h| (-p.a_log[h].exp() * softplus(a.row(i)[h] + p.dt_bias[h])).exp())
+                .collect();
+            PendingRow {
+                round_row: i,
+                mixed: mixed.row(i).to_vec(),
+                q,
+                k,
+                v: x[2 * key_total..].to_vec(),
+                beta,
+                decay,
+            }
         })
         .collect();
 
@@ -205,7 +229,9 @@ pub(super) fn gated_deltanet(
         // Rows whose state a later non-next row branches from must be snapshotted.
         let mut snapshot_after = vec![false; idxs.len()];
         for (n, &i) in idxs.iter().enumerate() {
-            let parent_local = rows[i].parent.and_then(|pr| idxs.iter().position(|&x| x == pr));
+            let parent_local = rows[i]
+                .parent
+                .and_then(|pr| idxs.iter().position(|&x| x == pr));
             let expected_prev = if n == 0 { None } else { Some(n - 1) };
             if parent_local != expected_prev {
                 if let Some(pl) = parent_local {
@@ -224,12 +250,16 @@ pub(super) fn gated_deltanet(
                 let mut ys = vec![0.0f32; idxs.len() * s.value_dim];
                 let mut prev: Option<usize> = None;
                 for (n, &i) in idxs.iter().enumerate() {
-                    let parent_local = rows[i].parent.and_then(|pr| idxs.iter().position(|&x| x == pr));
+                    let parent_local = rows[i]
+                        .parent
+                        .and_then(|pr| idxs.iter().position(|&x| x == pr));
                     if parent_local != prev {
                         // Branch: restore the parent's state (or the round's start state).
                         let src = match parent_local {
                             Some(pl) => snaps[pl].as_deref(),
-                            None => start_state.as_deref().map(|st| &st[h * head_state..(h + 1) * head_state]),
+                            None => start_state
+                                .as_deref()
+                                .map(|st| &st[h * head_state..(h + 1) * head_state]),
                         };
                         if let Some(src) = src {
                             state.copy_from_slice(src);
@@ -258,7 +288,8 @@ pub(super) fn gated_deltanet(
                 let o = &y[n * s.value_dim..(n + 1) * s.value_dim];
                 let inv = inv_rms(o, p.eps);
                 for j in 0..s.value_dim {
-                    orow[h * s.value_dim + j] = p.norm[j] * (o[j] * inv) * silu(zr[h * s.value_dim + j]);
+                    orow[h * s.value_dim + j] =
+                        p.norm[j] * (o[j] * inv) * silu(zr[h * s.value_dim + j]);
                 }
             }
         }

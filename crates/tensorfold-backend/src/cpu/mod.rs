@@ -50,7 +50,9 @@ impl Default for CpuBackend {
 impl CpuBackend {
     /// A backend whose KV pool holds at most `pages` pages of `pages::PAGE_ROWS` positions (per attention layer).
     pub fn with_kv_pages(pages: usize) -> Self {
-        CpuBackend { pool: pages::PagePool::new(pages) }
+        CpuBackend {
+            pool: pages::PagePool::new(pages),
+        }
     }
 }
 
@@ -99,7 +101,12 @@ impl Backend for CpuBackend {
     fn kv_len(&self, kv: &CpuKv) -> usize {
         kv.len()
     }
-    fn keep_linear(&self, spec: &LinearSpec, st: &mut CpuLinearState, path: &[usize]) -> Result<()> {
+    fn keep_linear(
+        &self,
+        spec: &LinearSpec,
+        st: &mut CpuLinearState,
+        path: &[usize],
+    ) -> Result<()> {
         st.keep(spec, path).map_err(CoreError::Invalid)
     }
     fn keep_kv(&self, st: &mut CpuKv, path: &[usize]) -> Result<()> {

@@ -21,7 +21,13 @@ pub struct PagePool {
 
 impl PagePool {
     pub fn new(capacity: usize) -> Arc<Self> {
-        Arc::new(PagePool { capacity, inner: Mutex::new(PoolInner { free: Vec::new(), in_use: 0 }) })
+        Arc::new(PagePool {
+            capacity,
+            inner: Mutex::new(PoolInner {
+                free: Vec::new(),
+                in_use: 0,
+            }),
+        })
     }
     pub fn capacity(&self) -> usize {
         self.capacity

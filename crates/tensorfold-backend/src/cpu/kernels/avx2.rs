@@ -1,4 +1,4 @@
-//! AVX2+FMA+F16C kernels: 8-lane vectors, two accumulators per output in a fixed pattern and one fixed
+//! AVX2+FMA+F16C dense and affine kernels: 8-lane vectors, a fixed accumulator pattern per output and one fixed
 //! horizontal sum, so an output's bits depend only on its weight row and its x row, never on the tile.
 #![allow(clippy::needless_range_loop)]
 
@@ -7,11 +7,11 @@ use std::arch::x86_64::*;
 use tensorfold_core::DenseDType;
 
 /// Rows of x in a dense tile: WROWS·DENSE_TILE·2 accumulators stay in registers.
-pub(super) const DENSE_TILE: usize = 3;
+const DENSE_TILE: usize = 3;
 /// Weight rows a dense tile loads together (each x load then feeds WROWS products).
 const WROWS: usize = 2;
 /// Rows of x in an affine tile, against one weight row.
-pub(super) const AFFINE_TILE: usize = 4;
+const AFFINE_TILE: usize = 4;
 
 const F32: u8 = 0;
 const F16: u8 = 1;
@@ -208,55 +208,69 @@ pub(super) unsafe fn convert(dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+/// out[j·stride + i] = W row i · x row j for i < n_o, j < nr: tiles of DENSE_TILE x rows, each against groups
+/// of WROWS weight rows (rows of `rb` bytes from `w`); leftovers run with smaller tiles of the same arithmetic.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dense_block_dt<const DT: u8>(b: &Block<'_>, rb: usize, out: &mut [f32], stride: usize) {
-    let (xs, cols, nr) = (b.xs.as_ptr(), b.cols, b.nr);
-    let mut i = 0;
-    while i < b.n_o {
-        let w = b.w.as_ptr().add(i * rb);
-        if i + WROWS <= b.n_o {
-            if nr == DENSE_TILE {
-                let v = dense_grid::<DT, WROWS, DENSE_TILE>(w, rb, xs, cols);
-                for r in 0..WROWS {
-                    for t in 0..DENSE_TILE {
-                        out[t * stride + i + r] = v[r][t];
-                    }
-                }
-            } else {
-                for t in 0..nr {
-                    let v = dense_grid::<DT, WROWS, 1>(w, rb, xs.add(t * cols), cols);
+unsafe fn dense_rows<const DT: u8>(
+    w: *const u8,
+    rb: usize,
+    n_o: usize,
+    xs: *const f32,
+    nr: usize,
+    cols: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let mut r0 = 0;
+    while r0 < nr {
+        let full = r0 + DENSE_TILE <= nr;
+        let x = xs.add(r0 * cols);
+        let mut i = 0;
+        while i < n_o {
+            let wi = w.add(i * rb);
+            if i + WROWS <= n_o {
+                if full {
+                    let v = dense_grid::<DT, WROWS, DENSE_TILE>(wi, rb, x, cols);
                     for r in 0..WROWS {
-                        out[t * stride + i + r] = v[r][0];
+                        for t in 0..DENSE_TILE {
+                            out[(r0 + t) * stride + i + r] = v[r][t];
+                        }
+                    }
+                } else {
+                    let v = dense_grid::<DT, WROWS, 1>(wi, rb, x, cols);
+                    for r in 0..WROWS {
+                        out[r0 * stride + i + r] = v[r][0];
                     }
                 }
-            }
-            i += WROWS;
-        } else {
-            if nr == DENSE_TILE {
-                let v = dense_dots::<DT, DENSE_TILE>(w, xs, cols);
-                for t in 0..DENSE_TILE {
-                    out[t * stride + i] = v[t];
-                }
+                i += WROWS;
             } else {
-                for t in 0..nr {
-                    out[t * stride + i] = dense_dots::<DT, 1>(w, xs.add(t * cols), cols)[0];
+                if full {
+                    let v = dense_dots::<DT, DENSE_TILE>(wi, x, cols);
+                    for t in 0..DENSE_TILE {
+                        out[(r0 + t) * stride + i] = v[t];
+                    }
+                } else {
+                    out[r0 * stride + i] = dense_dots::<DT, 1>(wi, x, cols)[0];
                 }
+                i += 1;
             }
-            i += 1;
         }
+        r0 += if full { DENSE_TILE } else { 1 };
     }
 }
 
-/// out[j·stride + i] = W row i · x row j for the block's rows. Caller: avx2, fma and f16c are available.
+/// out[j·stride + i] = W row i · x row j for the block's rows. Caller: the features enabled here are available.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dense_block(dtype: DenseDType, b: &Block<'_>, out: &mut [f32], stride: usize) {
     let rb = b.cols * dtype.size();
-    b.check(DENSE_TILE, b.n_o * rb, 0, out.len(), stride);
+    b.check(b.n_o * rb, 0, out.len(), stride);
+    let (w, xs) = (b.w.as_ptr(), b.xs.as_ptr());
     match dt_code(dtype) {
-        F32 => dense_block_dt::<F32>(b, rb, out, stride),
-        F16 => dense_block_dt::<F16>(b, rb, out, stride),
-        _ => dense_block_dt::<BF16>(b, rb, out, stride),
+        F32 => dense_rows::<F32>(w, rb, b.n_o, xs, b.nr, b.cols, out, stride),
+        F16 => dense_rows::<F16>(w, rb, b.n_o, xs, b.nr, b.cols, out, stride),
+        _ => dense_rows::<BF16>(w, rb, b.n_o, xs, b.nr, b.cols, out, stride),
     }
 }
 
@@ -412,33 +426,36 @@ pub(super) unsafe fn affine_block(
     let ng = cols / gs;
     let rb = cols * bits as usize / 8;
     assert!(gs.is_multiple_of(16) && cols.is_multiple_of(gs));
-    b.check(AFFINE_TILE, b.n_o * rb, ng, out.len(), stride);
-    let (xs, xsum) = (b.xs.as_ptr(), b.xsum.as_ptr());
+    b.check(b.n_o * rb, ng, out.len(), stride);
     let mut padded = Vec::new();
-    for i in 0..b.n_o {
-        let row = &b.w[i * rb..];
-        let cp = if shuffle && row.len() < rb + 16 {
-            // The 16-byte block loads may run past the last row: read it from a padded copy.
-            padded.resize(rb + 16, 0u8);
-            padded[..rb].copy_from_slice(&row[..rb]);
-            padded.as_ptr()
-        } else {
-            row.as_ptr()
-        };
-        let scales = &b.scales[i * ng..(i + 1) * ng];
-        let biases = b.biases[i * ng..(i + 1) * ng].as_ptr().cast::<u8>();
-        if nr == AFFINE_TILE {
-            let acc = affine_acc::<AFFINE_TILE>(shuffle, bits, cp, scales, gs, xs, cols);
-            let bd = dense_dots::<F32, AFFINE_TILE>(biases, xsum, ng);
-            for j in 0..AFFINE_TILE {
-                out[j * stride + i] = hsum(acc[j]) + bd[j];
-            }
-        } else {
-            for j in 0..nr {
-                let acc = affine_acc::<1>(shuffle, bits, cp, scales, gs, xs.add(j * cols), cols);
-                let bd = dense_dots::<F32, 1>(biases, xsum.add(j * ng), ng);
-                out[j * stride + i] = hsum(acc[0]) + bd[0];
+    let mut r0 = 0;
+    while r0 < nr {
+        let full = r0 + AFFINE_TILE <= nr;
+        let (xs, xsum) = (b.xs.as_ptr().add(r0 * cols), b.xsum.as_ptr().add(r0 * ng));
+        for i in 0..b.n_o {
+            let row = &b.w[i * rb..];
+            let cp = if shuffle && row.len() < rb + 16 {
+                // The 16-byte block loads may run past the last row: read it from a padded copy.
+                padded.resize(rb + 16, 0u8);
+                padded[..rb].copy_from_slice(&row[..rb]);
+                padded.as_ptr()
+            } else {
+                row.as_ptr()
+            };
+            let scales = &b.scales[i * ng..(i + 1) * ng];
+            let biases = b.biases[i * ng..(i + 1) * ng].as_ptr().cast::<u8>();
+            if full {
+                let acc = affine_acc::<AFFINE_TILE>(shuffle, bits, cp, scales, gs, xs, cols);
+                let bd = dense_dots::<F32, AFFINE_TILE>(biases, xsum, ng);
+                for j in 0..AFFINE_TILE {
+                    out[(r0 + j) * stride + i] = hsum(acc[j]) + bd[j];
+                }
+            } else {
+                let acc = affine_acc::<1>(shuffle, bits, cp, scales, gs, xs, cols);
+                let bd = dense_dots::<F32, 1>(biases, xsum, ng);
+                out[r0 * stride + i] = hsum(acc[0]) + bd[0];
             }
         }
+        r0 += if full { AFFINE_TILE } else { 1 };
     }
 }

@@ -1,5 +1,5 @@
-//! AVX-512F+BW kernels: 16-lane vectors, two accumulators per output in a fixed pattern and one fixed horizontal
-//! sum, so an output's bits depend only on its weight row and its x row, never on the tile.
+//! AVX-512F+BW dense kernels: 16-lane vectors, two accumulators per output in a fixed pattern and one fixed
+//! horizontal sum, so an output's bits depend only on its weight row and its x row, never on the tile.
 #![allow(clippy::needless_range_loop)]
 
 use super::Block;
@@ -7,11 +7,9 @@ use std::arch::x86_64::*;
 use tensorfold_core::DenseDType;
 
 /// Rows of x in a dense tile: WROWS·DENSE_TILE·2 accumulators stay in registers.
-pub(super) const DENSE_TILE: usize = 4;
+const DENSE_TILE: usize = 4;
 /// Weight rows a dense tile loads together (each x load then feeds WROWS products).
 const WROWS: usize = 3;
-/// Rows of x in an affine tile, against one weight row.
-pub(super) const AFFINE_TILE: usize = 8;
 
 const F32: u8 = 0;
 const F16: u8 = 1;
@@ -50,7 +48,7 @@ unsafe fn load1<const DT: u8>(p: *const u8) -> f32 {
 /// Fixed horizontal sum: (lo256 + hi256), (lo128 + hi128), lanes (0+2, 1+3), then (0 + 1).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
-unsafe fn hsum(v: __m512) -> f32 {
+pub(super) unsafe fn hsum(v: __m512) -> f32 {
     let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
     let v = _mm256_add_ps(_mm512_castps512_ps256(v), hi);
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
@@ -146,6 +144,32 @@ unsafe fn dense_dots<const DT: u8, const N: usize>(
     dense_grid::<DT, 1, N>(w, 0, xs, cols)[0]
 }
 
+/// `dense_rows` over f32 weight rows (the affine kernels' dequantized blocks).
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn dense_rows_f32(
+    w: *const f32,
+    n_o: usize,
+    xs: *const f32,
+    nr: usize,
+    cols: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    dense_rows::<F32>(w.cast(), cols * 4, n_o, xs, nr, cols, out, stride);
+}
+
+/// f32 weights against N x rows (see `dense_grid`), for the affine kernels' bias terms.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+pub(super) unsafe fn dense_dots_f32<const N: usize>(
+    w: *const f32,
+    xs: *const f32,
+    cols: usize,
+) -> [f32; N] {
+    dense_dots::<F32, N>(w.cast(), xs, cols)
+}
+
 /// Σ a[i]·b[i] in the dense order above. Caller: avx512f, avx512bw, avx2, fma and f16c are available.
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
 pub(super) unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -202,246 +226,68 @@ pub(super) unsafe fn convert(dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+/// out[j·stride + i] = W row i · x row j for i < n_o, j < nr: tiles of DENSE_TILE x rows, each against groups
+/// of WROWS weight rows (rows of `rb` bytes from `w`); leftovers run with smaller tiles of the same arithmetic.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-unsafe fn dense_block_dt<const DT: u8>(b: &Block<'_>, rb: usize, out: &mut [f32], stride: usize) {
-    let (xs, cols, nr) = (b.xs.as_ptr(), b.cols, b.nr);
-    let mut i = 0;
-    while i < b.n_o {
-        let w = b.w.as_ptr().add(i * rb);
-        if i + WROWS <= b.n_o {
-            if nr == DENSE_TILE {
-                let v = dense_grid::<DT, WROWS, DENSE_TILE>(w, rb, xs, cols);
-                for r in 0..WROWS {
-                    for t in 0..DENSE_TILE {
-                        out[t * stride + i + r] = v[r][t];
-                    }
-                }
-            } else {
-                for t in 0..nr {
-                    let v = dense_grid::<DT, WROWS, 1>(w, rb, xs.add(t * cols), cols);
-                    for r in 0..WROWS {
-                        out[t * stride + i + r] = v[r][0];
-                    }
-                }
-            }
-            i += WROWS;
-        } else {
-            if nr == DENSE_TILE {
-                let v = dense_dots::<DT, DENSE_TILE>(w, xs, cols);
-                for t in 0..DENSE_TILE {
-                    out[t * stride + i] = v[t];
-                }
-            } else {
-                for t in 0..nr {
-                    out[t * stride + i] = dense_dots::<DT, 1>(w, xs.add(t * cols), cols)[0];
-                }
-            }
-            i += 1;
-        }
-    }
-}
-
-/// out[j·stride + i] = W row i · x row j for the block's rows. Caller: avx512f, avx512bw, avx2, fma and f16c are available.
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-pub(super) unsafe fn dense_block(dtype: DenseDType, b: &Block<'_>, out: &mut [f32], stride: usize) {
-    let rb = b.cols * dtype.size();
-    b.check(DENSE_TILE, b.n_o * rb, 0, out.len(), stride);
-    match dt_code(dtype) {
-        F32 => dense_block_dt::<F32>(b, rb, out, stride),
-        F16 => dense_block_dt::<F16>(b, rb, out, stride),
-        _ => dense_block_dt::<BF16>(b, rb, out, stride),
-    }
-}
-
-/// Affine group dots for bits 2, 4, 8 from 16-byte loads widened to 16 u32 lanes: after shift k, lane i holds
-/// code i·(8/B) + k of the chunk, so `xs` must be permuted by `permute_bytes(bits, 16)` (2-bit needs groups
-/// of a multiple of 64). Within a group, code vector t accumulates into g[t % 2]; after each group
-/// acc = fma(s_g, g0 + g1, acc).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-unsafe fn bytes_acc<const B: u32, const N: usize>(
-    codes: *const u8,
-    scales: &[f32],
-    gs: usize,
+unsafe fn dense_rows<const DT: u8>(
+    w: *const u8,
+    rb: usize,
+    n_o: usize,
     xs: *const f32,
+    nr: usize,
     cols: usize,
-) -> [__m512; N] {
-    let per_byte = (8 / B) as usize;
-    let mask = _mm512_set1_epi32((1 << B) - 1);
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (g, &s) in scales.iter().enumerate() {
-        let mut g0 = [_mm512_setzero_ps(); N];
-        let mut g1 = [_mm512_setzero_ps(); N];
-        let end = (g + 1) * gs;
-        let mut e = g * gs;
-        while e < end {
-            if B == 8 {
-                let q0 =
-                    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(codes.add(e).cast())));
-                let q1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                    codes.add(e + 16).cast(),
-                )));
-                for j in 0..N {
-                    let x = xs.add(j * cols + e);
-                    g0[j] = _mm512_fmadd_ps(q0, _mm512_loadu_ps(x), g0[j]);
-                    g1[j] = _mm512_fmadd_ps(q1, _mm512_loadu_ps(x.add(16)), g1[j]);
-                }
-                e += 32;
-            } else {
-                let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(codes.add(e * B as usize / 8).cast()));
-                for k in 0..per_byte {
-                    let sh = _mm512_srlv_epi32(v, _mm512_set1_epi32((B as usize * k) as i32));
-                    let q = if (k + 1) * B as usize == 8 {
-                        sh
-                    } else {
-                        _mm512_and_si512(sh, mask)
-                    };
-                    let q = _mm512_cvtepi32_ps(q);
-                    for j in 0..N {
-                        let x = _mm512_loadu_ps(xs.add(j * cols + e + 16 * k));
-                        if k.is_multiple_of(2) {
-                            g0[j] = _mm512_fmadd_ps(q, x, g0[j]);
-                        } else {
-                            g1[j] = _mm512_fmadd_ps(q, x, g1[j]);
-                        }
-                    }
-                }
-                e += 16 * per_byte;
-            }
-        }
-        let sv = _mm512_set1_ps(s);
-        for j in 0..N {
-            acc[j] = _mm512_fmadd_ps(sv, _mm512_add_ps(g0[j], g1[j]), acc[j]);
-        }
-    }
-    acc
-}
-
-/// Affine group dots for any width 2..=8 in natural order: each 16-code block (2·bits bytes) is read with one
-/// 16-byte load (the caller guarantees 16 readable bytes) copied to all four 128-bit lanes, spread by a byte
-/// shuffle, shifted and masked. Block t of a group accumulates into g[t % 2]; after each group
-/// acc = fma(s_g, g0 + g1, acc).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-unsafe fn shuffle_acc<const N: usize>(
-    bits: usize,
-    codes: *const u8,
-    scales: &[f32],
-    gs: usize,
-    xs: *const f32,
-    cols: usize,
-) -> [__m512; N] {
-    let mut idx = [0x80u8; 64];
-    let mut shifts = [0i32; 16];
-    for l in 0..16 {
-        let b0 = l * bits / 8;
-        idx[4 * l] = b0 as u8;
-        if b0 < 15 {
-            idx[4 * l + 1] = (b0 + 1) as u8;
-        }
-        shifts[l] = (l * bits % 8) as i32;
-    }
-    let idx = _mm512_loadu_si512(idx.as_ptr().cast());
-    let shv = _mm512_loadu_si512(shifts.as_ptr().cast());
-    let mask = _mm512_set1_epi32((1 << bits) - 1);
-    let mut acc = [_mm512_setzero_ps(); N];
-    for (g, &s) in scales.iter().enumerate() {
-        let mut g0 = [_mm512_setzero_ps(); N];
-        let mut g1 = [_mm512_setzero_ps(); N];
-        let end = (g + 1) * gs;
-        let mut e = g * gs;
-        while e < end {
-            let v0 = _mm512_broadcast_i32x4(_mm_loadu_si128(codes.add(e / 8 * bits).cast()));
-            let v1 = _mm512_broadcast_i32x4(_mm_loadu_si128(codes.add((e / 8 + 2) * bits).cast()));
-            let q0 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(v0, idx), shv), mask);
-            let q1 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(v1, idx), shv), mask);
-            let q0 = _mm512_cvtepi32_ps(q0);
-            let q1 = _mm512_cvtepi32_ps(q1);
-            for j in 0..N {
-                let x = xs.add(j * cols + e);
-                g0[j] = _mm512_fmadd_ps(q0, _mm512_loadu_ps(x), g0[j]);
-                g1[j] = _mm512_fmadd_ps(q1, _mm512_loadu_ps(x.add(16)), g1[j]);
-            }
-            e += 32;
-        }
-        let sv = _mm512_set1_ps(s);
-        for j in 0..N {
-            acc[j] = _mm512_fmadd_ps(sv, _mm512_add_ps(g0[j], g1[j]), acc[j]);
-        }
-    }
-    acc
-}
-
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-unsafe fn affine_acc<const N: usize>(
-    shuffle: bool,
-    bits: u32,
-    codes: *const u8,
-    scales: &[f32],
-    gs: usize,
-    xs: *const f32,
-    cols: usize,
-) -> [__m512; N] {
-    match (shuffle, bits) {
-        (false, 2) => bytes_acc::<2, N>(codes, scales, gs, xs, cols),
-        (false, 4) => bytes_acc::<4, N>(codes, scales, gs, xs, cols),
-        (false, 8) => bytes_acc::<8, N>(codes, scales, gs, xs, cols),
-        (true, b) => shuffle_acc::<N>(b as usize, codes, scales, gs, xs, cols),
-        (false, b) => unreachable!("avx512 byte kernel has no {b}-bit form"),
-    }
-}
-
-/// Whether the byte kernel handles this format (the shuffle kernel takes every other one).
-pub(super) fn handles(bits: u32, gs: usize) -> bool {
-    (matches!(bits, 4 | 8) && gs.is_multiple_of(32)) || (bits == 2 && gs.is_multiple_of(64))
-}
-
-/// Affine out[j·stride + i] = hsum(acc) + (biases_i · xsum_j) for the block's rows. `b.w` runs from the
-/// block's first code row to the end of the matrix's codes; `b.xs` is permuted unless `shuffle` (see
-/// `bytes_acc`). Caller: avx512f, avx512bw, avx2, fma and f16c are available.
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-pub(super) unsafe fn affine_block(
-    shuffle: bool,
-    bits: u32,
-    gs: usize,
-    b: &Block<'_>,
     out: &mut [f32],
     stride: usize,
 ) {
-    let (cols, nr) = (b.cols, b.nr);
-    let ng = cols / gs;
-    let rb = cols * bits as usize / 8;
-    assert!(gs.is_multiple_of(32) && cols.is_multiple_of(gs));
-    assert!(shuffle || handles(bits, gs));
-    b.check(AFFINE_TILE, b.n_o * rb, ng, out.len(), stride);
-    let (xs, xsum) = (b.xs.as_ptr(), b.xsum.as_ptr());
-    let mut padded = Vec::new();
-    for i in 0..b.n_o {
-        let row = &b.w[i * rb..];
-        let cp = if shuffle && row.len() < rb + 16 {
-            // The 16-byte block loads may run past the last row: read it from a padded copy.
-            padded.resize(rb + 16, 0u8);
-            padded[..rb].copy_from_slice(&row[..rb]);
-            padded.as_ptr()
-        } else {
-            row.as_ptr()
-        };
-        let scales = &b.scales[i * ng..(i + 1) * ng];
-        let biases = b.biases[i * ng..(i + 1) * ng].as_ptr().cast::<u8>();
-        if nr == AFFINE_TILE {
-            let acc = affine_acc::<AFFINE_TILE>(shuffle, bits, cp, scales, gs, xs, cols);
-            let bd = dense_dots::<F32, AFFINE_TILE>(biases, xsum, ng);
-            for j in 0..AFFINE_TILE {
-                out[j * stride + i] = hsum(acc[j]) + bd[j];
-            }
-        } else {
-            for j in 0..nr {
-                let acc = affine_acc::<1>(shuffle, bits, cp, scales, gs, xs.add(j * cols), cols);
-                let bd = dense_dots::<F32, 1>(biases, xsum.add(j * ng), ng);
-                out[j * stride + i] = hsum(acc[0]) + bd[0];
+    let mut r0 = 0;
+    while r0 < nr {
+        let full = r0 + DENSE_TILE <= nr;
+        let x = xs.add(r0 * cols);
+        let mut i = 0;
+        while i < n_o {
+            let wi = w.add(i * rb);
+            if i + WROWS <= n_o {
+                if full {
+                    let v = dense_grid::<DT, WROWS, DENSE_TILE>(wi, rb, x, cols);
+                    for r in 0..WROWS {
+                        for t in 0..DENSE_TILE {
+                            out[(r0 + t) * stride + i + r] = v[r][t];
+                        }
+                    }
+                } else {
+                    let v = dense_grid::<DT, WROWS, 1>(wi, rb, x, cols);
+                    for r in 0..WROWS {
+                        out[r0 * stride + i + r] = v[r][0];
+                    }
+                }
+                i += WROWS;
+            } else {
+                if full {
+                    let v = dense_dots::<DT, DENSE_TILE>(wi, x, cols);
+                    for t in 0..DENSE_TILE {
+                        out[(r0 + t) * stride + i] = v[t];
+                    }
+                } else {
+                    out[r0 * stride + i] = dense_dots::<DT, 1>(wi, x, cols)[0];
+                }
+                i += 1;
             }
         }
+        r0 += if full { DENSE_TILE } else { 1 };
+    }
+}
+
+/// out[j·stride + i] = W row i · x row j for the block's rows. Caller: the features enabled here are available.
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+pub(super) unsafe fn dense_block(dtype: DenseDType, b: &Block<'_>, out: &mut [f32], stride: usize) {
+    let rb = b.cols * dtype.size();
+    b.check(b.n_o * rb, 0, out.len(), stride);
+    let (w, xs) = (b.w.as_ptr(), b.xs.as_ptr());
+    match dt_code(dtype) {
+        F32 => dense_rows::<F32>(w, rb, b.n_o, xs, b.nr, b.cols, out, stride),
+        F16 => dense_rows::<F16>(w, rb, b.n_o, xs, b.nr, b.cols, out, stride),
+        _ => dense_rows::<BF16>(w, rb, b.n_o, xs, b.nr, b.cols, out, stride),
     }
 }

@@ -8,6 +8,8 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512q;
 mod project;
 mod scalar;
 #[cfg(test)]
@@ -48,7 +50,7 @@ pub fn simd_level() -> &'static str {
     }
 }
 
-/// One kernel call's work: weight rows [0, n_o) of a block against x rows [0, nr) of a tile.
+/// One kernel call's work: weight rows [0, n_o) of a block against all nr x rows.
 struct Block<'a> {
     /// Dense: the block's rows; affine: codes from the block's first row to the end of the matrix.
     w: &'a [u8],
@@ -56,9 +58,9 @@ struct Block<'a> {
     scales: &'a [f32],
     biases: &'a [f32],
     n_o: usize,
-    /// The tile's x rows as the kernel reads them, [nr, cols].
+    /// The x rows as the kernel reads them, [nr, cols].
     xs: &'a [f32],
-    /// Affine: per-group sums of the tile's x rows, [nr, groups].
+    /// Affine: per-group sums of the x rows, [nr, groups].
     xsum: &'a [f32],
     nr: usize,
     cols: usize,
@@ -66,12 +68,7 @@ struct Block<'a> {
 
 impl Block<'_> {
     /// Panics unless every slice holds what a kernel reads (the SIMD loads rely on it).
-    fn check(&self, tile: usize, w_bytes: usize, groups: usize, out_len: usize, stride: usize) {
-        assert!(
-            self.nr <= tile,
-            "block: {} x rows exceed the tile of {tile}",
-            self.nr
-        );
+    fn check(&self, w_bytes: usize, groups: usize, out_len: usize, stride: usize) {
         assert!(
             self.w.len() >= w_bytes,
             "block: {} weight bytes, need {w_bytes}",
@@ -118,12 +115,19 @@ fn supported(isa: Isa) -> bool {
     }
 }
 
-/// The level this process uses, detected once.
+/// The level this process uses, chosen once: the best the CPU supports, or a lower one named by the
+/// environment variable `TENSORFOLD_SIMD` (`avx512`, `avx2` or `scalar`; for comparisons and debugging).
 fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
     *ISA.get_or_init(|| {
-        [Isa::Avx512, Isa::Avx2]
+        let cap = match std::env::var("TENSORFOLD_SIMD").as_deref() {
+            Ok("scalar") => Isa::Scalar,
+            Ok("avx2") => Isa::Avx2,
+            _ => Isa::Avx512,
+        };
+        [Isa::Avx512, Isa::Avx2, Isa::Scalar]
             .into_iter()
+            .filter(|&i| i as u8 <= cap as u8)
             .find(|&i| supported(i))
             .unwrap_or(Isa::Scalar)
     })

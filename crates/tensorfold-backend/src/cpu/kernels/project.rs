@@ -1,27 +1,28 @@
 //! The projection driver: one kernel per (SIMD level, format), x prepared once per call, output features split
-//! across threads and x rows tiled against each loaded weight row, none of which changes an element's arithmetic.
+//! across threads in blocks that every x row sweeps; none of this changes any element's arithmetic.
 
 use rayon::prelude::*;
 use std::borrow::Cow;
 use tensorfold_core::MatrixRef;
 
 #[cfg(target_arch = "x86_64")]
-use super::{avx2, avx512};
+use super::{avx2, avx512, avx512q};
 use super::{convert_with, scalar, supported, Block, Isa};
 
-/// Weight bytes of one block of rows that the x-row tiles sweep (kept in L2 across tiles).
+/// Stored weight bytes of one block of rows (kept in L2 while every x row sweeps it).
 const BLOCK_BYTES: usize = 256 * 1024;
 /// Multiply-adds below which a call stays on the calling thread.
 const SERIAL_WORK: usize = 1 << 18;
 
 /// How codes reach the vector lanes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 enum Path {
     /// Whole row unpacked to f32, then scalar dots (scalar level).
     Unpacked,
     /// Bytes widened to u32 lanes, x permuted to match (bits 2, 4, 8); `lanes` = vector width.
     Bytes { lanes: usize },
-    /// 8-code blocks spread by a byte shuffle, natural order (any width).
+    /// Blocks of 8 (AVX2) or 16 (AVX-512) codes spread over lanes by a byte shuffle; x in natural order.
     Shuffle,
 }
 
@@ -63,28 +64,13 @@ impl Kernel {
             Kernel::Dense { isa, .. } | Kernel::Affine { isa, .. } => isa,
         }
     }
-    fn tile(&self) -> usize {
-        match *self {
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Dense { isa: Isa::Avx2 } => avx2::DENSE_TILE,
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Dense { isa: Isa::Avx512 } => avx512::DENSE_TILE,
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Affine { isa: Isa::Avx2, .. } => avx2::AFFINE_TILE,
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Affine {
-                isa: Isa::Avx512, ..
-            } => avx512::AFFINE_TILE,
-            _ => scalar::TILE,
-        }
-    }
 }
 
 #[cfg(target_arch = "x86_64")]
 fn affine_choice(isa: Isa, bits: u32, gs: usize) -> (Isa, Path) {
     match isa {
         Isa::Scalar => (Isa::Scalar, Path::Unpacked),
-        Isa::Avx512 if avx512::handles(bits, gs) => (Isa::Avx512, Path::Bytes { lanes: 16 }),
+        Isa::Avx512 if avx512q::uses_bytes(bits, gs) => (Isa::Avx512, Path::Bytes { lanes: 16 }),
         Isa::Avx512 => (Isa::Avx512, Path::Shuffle),
         _ if matches!(bits, 2 | 4 | 8) => (Isa::Avx2, Path::Bytes { lanes: 8 }),
         _ => (Isa::Avx2, Path::Shuffle),
@@ -104,41 +90,72 @@ struct Prepared<'a> {
 
 impl<'a> Prepared<'a> {
     fn new(kernel: &Kernel, x: &'a [f32], cols: usize) -> Prepared<'a> {
-        match *kernel {
-            Kernel::Dense { .. } => Prepared {
+        let Kernel::Affine { path, bits, gs, .. } = *kernel else {
+            return Prepared {
                 xs: Cow::Borrowed(x),
                 xsum: Vec::new(),
-            },
-            Kernel::Affine { path, bits, gs, .. } => {
-                let xsum = x
-                    .chunks_exact(gs)
-                    .map(|g| g.iter().map(|&v| v as f64).sum::<f64>() as f32)
-                    .collect();
-                let xs = match path {
-                    Path::Bytes { lanes } if bits != 8 => Cow::Owned(permute_bytes(x, bits, lanes)),
-                    _ => Cow::Borrowed(x),
-                };
-                debug_assert!(cols.is_multiple_of(gs));
-                Prepared { xs, xsum }
+            };
+        };
+        debug_assert!(cols.is_multiple_of(gs));
+        // Rows are independent: split them across threads when there are many.
+        let rows_per_task = (SERIAL_WORK / 16 / cols.max(1)).max(1);
+        let mut xsum = vec![0f32; x.len() / gs];
+        x.par_chunks(rows_per_task * cols)
+            .zip(xsum.par_chunks_mut(rows_per_task * cols / gs))
+            .for_each(|(x, s)| group_sums(x, gs, s));
+        let xs = match path {
+            Path::Bytes { lanes } if bits != 8 => {
+                let mut xp = vec![0f32; x.len()];
+                xp.par_chunks_mut(rows_per_task * cols)
+                    .zip(x.par_chunks(rows_per_task * cols))
+                    .for_each(|(d, s)| permute_bytes(s, bits, lanes, d));
+                Cow::Owned(xp)
+            }
+            _ => Cow::Borrowed(x),
+        };
+        Prepared { xs, xsum }
+    }
+}
+
+/// out[g] = Σ of x over group g, accumulated in f64 over four interleaved partial sums, rounded once.
+fn group_sums(x: &[f32], gs: usize, out: &mut [f32]) {
+    for (g, o) in x.chunks_exact(gs).zip(out.iter_mut()) {
+        let mut p = [0f64; 4];
+        for c in g.chunks_exact(4) {
+            for k in 0..4 {
+                p[k] += c[k] as f64;
             }
         }
+        *o = ((p[0] + p[1]) + (p[2] + p[3])) as f32;
     }
 }
 
 /// Reorders x in chunks of `lanes · 8/bits` so that x'[k·lanes + i] = x[i·(8/bits) + k]: lane i of code vector
 /// k (byte i shifted by k·bits) then meets its x in one contiguous load.
-fn permute_bytes(x: &[f32], bits: u32, lanes: usize) -> Vec<f32> {
-    let per = (8 / bits) as usize;
-    let chunk = lanes * per;
-    let mut out = vec![0f32; x.len()];
-    for (src, dst) in x.chunks_exact(chunk).zip(out.chunks_exact_mut(chunk)) {
-        for k in 0..per {
-            for i in 0..lanes {
-                dst[k * lanes + i] = src[i * per + k];
+fn permute_bytes(x: &[f32], bits: u32, lanes: usize, out: &mut [f32]) {
+    match (8 / bits, lanes) {
+        (2, 8) => permute::<2, 8>(x, out),
+        (2, 16) => permute::<2, 16>(x, out),
+        (4, 8) => permute::<4, 8>(x, out),
+        (4, 16) => permute::<4, 16>(x, out),
+        (per, lanes) => {
+            unreachable!("no byte permutation for {per} codes per byte in {lanes} lanes")
+        }
+    }
+}
+
+fn permute<const PER: usize, const LANES: usize>(x: &[f32], out: &mut [f32]) {
+    for (src, dst) in x
+        .chunks_exact(PER * LANES)
+        .zip(out.chunks_exact_mut(PER * LANES))
+    {
+        let (src, dst) = (&src[..PER * LANES], &mut dst[..PER * LANES]);
+        for k in 0..PER {
+            for i in 0..LANES {
+                dst[k * LANES + i] = src[i * PER + k];
             }
         }
     }
-    out
 }
 
 /// Panics with the shapes involved when W's byte slices cannot hold the matrix it claims to be.
@@ -173,8 +190,8 @@ fn check_matrix(w: &MatrixRef<'_>) {
                 "affine {rows}x{cols}: unsupported {bits}-bit codes"
             );
             assert!(
-                gs >= 32 && gs.is_multiple_of(32),
-                "affine {rows}x{cols}: group size {gs} is not a multiple of 32"
+                matches!(gs, 32 | 64 | 128),
+                "affine {rows}x{cols}: group size {gs} is not 32, 64 or 128"
             );
             assert!(
                 cols.is_multiple_of(gs),
@@ -229,6 +246,10 @@ pub(super) fn project_with(isa: Isa, x: &[f32], n_rows: usize, w: &MatrixRef<'_>
     if n_rows == 0 || rows == 0 {
         return;
     }
+    if cols == 0 {
+        y.fill(0.0);
+        return;
+    }
     let kernel = Kernel::new(isa, w);
     let prep = Prepared::new(&kernel, x, cols);
     let cs = chunk_rows(rows, n_rows, cols);
@@ -256,8 +277,8 @@ pub(super) fn project_with(isa: Isa, x: &[f32], n_rows: usize, w: &MatrixRef<'_>
     }
 }
 
-/// Fills out[r·len + i] = y[r, o0 + i] for all x rows r and i < len: blocks of weight rows (sized to stay in
-/// L2), each swept by every tile of x rows.
+/// Fills out[r·len + i] = y[r, o0 + i] for all x rows r and i < len, in blocks of weight rows sized to stay
+/// in L2 while the kernel sweeps every x row over them.
 fn run_chunk(
     kernel: &Kernel,
     w: &MatrixRef<'_>,
@@ -268,7 +289,6 @@ fn run_chunk(
     out: &mut [f32],
 ) {
     let cols = w.cols();
-    let tile = kernel.tile();
     let mut scratch = Vec::new();
     let (rb, ng) = match *w {
         MatrixRef::Dense { dtype, .. } => (cols * dtype.size(), 0),
@@ -279,8 +299,7 @@ fn run_chunk(
     let ob = (BLOCK_BYTES / rb.max(1)).clamp(1, len);
     let (mut sb, mut bb) = (vec![0f32; ob * ng], vec![0f32; ob * ng]);
     for b0 in (0..len).step_by(ob) {
-        let b1 = (b0 + ob).min(len);
-        let (first, n_o) = (o0 + b0, b1 - b0);
+        let (first, n_o) = (o0 + b0, ob.min(len - b0));
         let wb = match *w {
             MatrixRef::Dense { data, .. } => &data[first * rb..(first + n_o) * rb],
             MatrixRef::Affine {
@@ -290,10 +309,8 @@ fn run_chunk(
                 scale_dtype,
                 ..
             } => {
-                let (s0, s1) = (
-                    first * ng * scale_dtype.size(),
-                    (first + n_o) * ng * scale_dtype.size(),
-                );
+                let sz = scale_dtype.size();
+                let (s0, s1) = (first * ng * sz, (first + n_o) * ng * sz);
                 convert_with(
                     kernel.isa(),
                     scale_dtype,
@@ -309,31 +326,17 @@ fn run_chunk(
                 &codes[first * rb..]
             }
         };
-        for r0 in (0..n_rows).step_by(tile) {
-            let nr = tile.min(n_rows - r0);
-            let block = Block {
-                w: wb,
-                scales: &sb[..n_o * ng],
-                biases: &bb[..n_o * ng],
-                n_o,
-                xs: &prep.xs[r0 * cols..(r0 + nr) * cols],
-                xsum: if ng == 0 {
-                    &[]
-                } else {
-                    &prep.xsum[r0 * ng..(r0 + nr) * ng]
-                },
-                nr,
-                cols,
-            };
-            run_block(
-                kernel,
-                w,
-                &block,
-                &mut out[r0 * len + b0..],
-                len,
-                &mut scratch,
-            );
-        }
+        let block = Block {
+            w: wb,
+            scales: &sb[..n_o * ng],
+            biases: &bb[..n_o * ng],
+            n_o,
+            xs: &prep.xs,
+            xsum: &prep.xsum,
+            nr: n_rows,
+            cols,
+        };
+        run_block(kernel, w, &block, &mut out[b0..], len, &mut scratch);
     }
 }
 
@@ -366,15 +369,16 @@ fn run_block(
         ) => match isa {
             // SAFETY: `Isa::Avx512` exists only where avx512f, avx512bw, avx2, fma and f16c were detected.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe {
-                avx512::affine_block(path == Path::Shuffle, bits, gs, b, out, stride)
-            },
+            Isa::Avx512 => unsafe { avx512q::affine_block(bits, gs, b, out, stride) },
             // SAFETY: `Isa::Avx2` exists only where avx2, fma and f16c were detected.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe {
                 avx2::affine_block(path == Path::Shuffle, bits, gs, b, out, stride)
             },
-            _ => scalar::affine_block(bits, gs, b, out, stride, scratch),
+            _ => {
+                debug_assert_eq!(path, Path::Unpacked);
+                scalar::affine_block(bits, gs, b, out, stride, scratch)
+            }
         },
         _ => unreachable!("kernel {kernel:?} does not match the matrix format"),
     }

@@ -7,9 +7,6 @@ use tensorfold_core::DenseDType;
 /// Interleaved accumulator lanes of the scalar variant (lets compilers vectorise without reassociating).
 const LANES: usize = 8;
 
-/// Rows of x processed against one loaded weight row.
-pub(super) const TILE: usize = 4;
-
 /// Converts little-endian elements of `dtype` to f32 (exact for every dtype); `out.len()` elements are read.
 pub(super) fn convert(dtype: DenseDType, bytes: &[u8], out: &mut [f32]) {
     assert!(
@@ -90,7 +87,7 @@ pub(super) fn dense_block(
     scratch: &mut Vec<f32>,
 ) {
     let (cols, rb) = (b.cols, b.cols * dtype.size());
-    b.check(TILE, b.n_o * rb, 0, out.len(), stride);
+    b.check(b.n_o * rb, 0, out.len(), stride);
     scratch.resize(cols, 0.0);
     for i in 0..b.n_o {
         convert(dtype, &b.w[i * rb..(i + 1) * rb], scratch);
@@ -111,7 +108,7 @@ pub(super) fn affine_block(
 ) {
     let cols = b.cols;
     let (ng, rb) = (cols / gs, cols * bits as usize / 8);
-    b.check(TILE, b.n_o * rb, ng, out.len(), stride);
+    b.check(b.n_o * rb, ng, out.len(), stride);
     scratch.resize(cols, 0.0);
     for i in 0..b.n_o {
         unpack_codes(bits, &b.w[i * rb..(i + 1) * rb], scratch);

@@ -530,6 +530,13 @@ fn empty_batches_and_empty_matrices_are_fine() {
         assert!(run(isa, &m, &[], 0).is_empty());
         let z = TestMatrix::new(Kind::Dense(DenseDType::F32), 3, 0, &mut rng);
         assert_eq!(run(isa, &z, &[], 2), vec![0.0; 6]);
+        let kind = Kind::Affine {
+            bits: 4,
+            gs: 32,
+            sdt: DenseDType::BF16,
+        };
+        let z = TestMatrix::new(kind, 3, 0, &mut rng);
+        assert_eq!(run(isa, &z, &[], 2), vec![0.0; 6]);
     }
 }
 

@@ -1,4 +1,4 @@
-//! Ignored throughput report for `project` (decode GB/s against this machine's read bandwidth, prefill rows/s);
+//! Ignored throughput report for `project`: decode GB/s against this machine's read bandwidth, prefill GFLOP/s;
 //! run with `cargo test --release -p tensorfold-backend --lib throughput -- --ignored --nocapture`.
 
 use super::tests::{Kind, Rng};
@@ -100,7 +100,14 @@ fn decode_and_prefill_throughput_report() {
         "simd {}, {threads} threads, read bound {bound:.1} GB/s",
         simd_level()
     );
-    let (rows, cols) = (1024, 3584);
+    // TF_BENCH_SHAPE=ROWSxCOLS picks another matrix shape.
+    let (rows, cols) = std::env::var("TF_BENCH_SHAPE")
+        .ok()
+        .and_then(|s| {
+            s.split_once('x')
+                .and_then(|(r, c)| Some((r.parse().ok()?, c.parse().ok()?)))
+        })
+        .unwrap_or((1024, 3584));
     let aff = |bits, gs| Kind::Affine {
         bits,
         gs,
@@ -124,9 +131,11 @@ fn decode_and_prefill_throughput_report() {
         .num_threads(1)
         .build()
         .expect("pool");
-    println!("decode: {threads} threads, {rows}x{cols}, a new matrix from DRAM each call | one core, 64 rows, cached");
-    println!("prefill: {threads} threads, {rows}x{cols}, cached, n rows per call | one core, 64 rows, n = 16");
-    for (name, kind) in kinds {
+    println!("decode: {threads} threads, {rows}x{cols}, a new matrix from DRAM each call | one core, ~512 KiB of rows, cached");
+    println!("prefill: {threads} threads, {rows}x{cols}, cached, n rows per call | one core, ~512 KiB of rows, n = 16");
+    // TF_BENCH_ONLY=text keeps only the formats whose name contains it.
+    let only = std::env::var("TF_BENCH_ONLY").unwrap_or_default();
+    for (name, kind) in kinds.into_iter().filter(|(n, _)| n.contains(only.as_str())) {
         let (hot, count) = view(&pool, kind, rows, cols, 0);
         let bytes = hot.stored_bytes() as f64;
         let cold = time(1.0, |i| {
@@ -137,11 +146,17 @@ fn decode_and_prefill_throughput_report() {
                 &mut y[..rows],
             )
         });
-        let (small, _) = view(&pool, kind, 64, cols, 0);
-        let core = one.install(|| time(0.3, |_| project(&x[..cols], 1, &small, &mut y[..64])));
+        // About 512 KiB: stays in L2 and amortises the per-call preparation of x.
+        let small_rows = (rows * (512 << 10) / hot.stored_bytes()).clamp(16, rows);
+        let (small, _) = view(&pool, kind, small_rows, cols, 0);
+        let core = one.install(|| {
+            time(0.3, |_| {
+                project(&x[..cols], 1, &small, &mut y[..small_rows])
+            })
+        });
         let core_pre = one.install(|| {
             time(0.3, |_| {
-                project(&x[..16 * cols], 16, &small, &mut y[..16 * 64])
+                project(&x[..16 * cols], 16, &small, &mut y[..16 * small_rows])
             })
         });
         let mut line = format!(
@@ -159,8 +174,29 @@ fn decode_and_prefill_throughput_report() {
         }
         line += &format!(
             " GFLOP/s | core {:5.1} GFLOP/s",
-            2.0 * (16 * 64 * cols) as f64 / core_pre / 1e9
+            2.0 * (16 * small_rows * cols) as f64 / core_pre / 1e9
         );
         println!("{line}");
     }
+}
+
+#[test]
+#[ignore = "profiling target: one core, a 4-bit prefill call in a loop"]
+fn one_core_affine_prefill_loop() {
+    let mut rng = Rng::new(2);
+    let (rows, cols, n) = (256, 3584, 16);
+    let kind = Kind::Affine {
+        bits: 4,
+        gs: 64,
+        sdt: DenseDType::BF16,
+    };
+    let m = super::tests::TestMatrix::new(kind, rows, cols, &mut rng);
+    let x = rng.vec(n * cols);
+    let mut y = vec![0f32; n * rows];
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("pool");
+    let t = one.install(|| time(3.0, |_| project(&x, n, &m.view(), &mut y)));
+    println!("{:.1} GFLOP/s", 2.0 * (n * rows * cols) as f64 / t / 1e9);
 }

@@ -1,0 +1,60 @@
+// common.cu: the prelude every kernel file is compiled with: element conversions on raw bits (no CUDA headers
+// needed), fixed-order warp reductions, and the activations shared with the CPU twin.
+// Every reduction here has one order that depends only on the element count, never on rows or launch shape.
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned short u16;
+
+#define FULL_MASK 0xffffffffu
+#define NEG_INF __int_as_float(0xff800000)
+
+__device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }
+
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// Element readers by stored dtype: 0 = f32, 1 = f16, 2 = bf16.
+struct F32T { typedef float raw; static __device__ __forceinline__ float get(float v) { return v; } };
+struct F16T { typedef u16 raw; static __device__ __forceinline__ float get(u16 v) { return f16_to_f32(v); } };
+struct BF16T { typedef u16 raw; static __device__ __forceinline__ float get(u16 v) { return bf16_to_f32(v); } };
+
+// Butterfly sum over the 32 lanes: every lane ends with the same bits (each level adds the same two values).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(FULL_MASK, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, off));
+    return v;
+}
+
+// Sum over a block of `nwarps` full warps (blockDim.x = 32 * nwarps): lane-strided partials, warp butterflies,
+// then warp totals added in warp order. `scratch` holds at least 32 floats. Every thread returns the same bits.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int w = 0; w < nwarps; ++w) t += scratch[w];
+    return t;
+}
+
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// Round row metadata `meta[5·i..]`: slot, position, committed length, path, path length. The path lists the row's
+// ancestors in the round, root first, ending with the row itself: at `paths + path` when path >= 0, or the
+// consecutive round rows −path−1, −path, … (a chain, the common case) when path < 0.
+__device__ __forceinline__ int path_at(const int* __restrict__ m, const int* __restrict__ paths, int j) {
+    return m[3] >= 0 ? paths[m[3] + j] : -m[3] - 1 + j;
+}

@@ -1,0 +1,273 @@
+//! Gated attention on the device: KV rows in 16-position pages taken from a shared pool, the round's keys and
+//! values pending until `keep` appends the accepted path, and the attention op over committed keys + ancestors.
+
+use crate::device::{Arg, Dev};
+use crate::ops::{new_act, CudaAct};
+use crate::round::round_rows;
+use cudarc::driver::CudaSlice;
+use std::sync::{Arc, Mutex};
+use tensorfold_backend::{AttnParams, AttnSpec, RowRef};
+
+/// Positions per page (PAGE in attention.cu).
+pub const PAGE_ROWS: usize = 16;
+/// Largest head_dim the kernels hold (HDMAX); heads per block (AW).
+const HDMAX: usize = 256;
+const AW: usize = 4;
+
+/// Pages of `[2, PAGE_ROWS, row]` f32 (keys then values), at most `capacity` taken at once.
+pub struct KvPool {
+    capacity: usize,
+    inner: Mutex<(usize, Vec<CudaSlice<f32>>)>,
+}
+
+impl KvPool {
+    pub fn new(capacity: usize) -> Arc<Self> {
+        Arc::new(KvPool {
+            capacity,
+            inner: Mutex::new((0, Vec::new())),
+        })
+    }
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    pub fn in_use(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+    fn take(&self, dev: &Dev, floats: usize) -> Option<CudaSlice<f32>> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.0 >= self.capacity {
+            return None;
+        }
+        g.0 += 1;
+        match g.1.iter().position(|p| p.len() == floats) {
+            Some(i) => Some(g.1.swap_remove(i)),
+            None => Some(dev.alloc::<f32>(floats)),
+        }
+    }
+    fn give_back(&self, page: CudaSlice<f32>) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 = g.0.saturating_sub(1);
+        if g.1.len() < 1024 {
+            g.1.push(page);
+        }
+    }
+}
+
+/// The round's normed, rotated keys and its values, shared by the slots of the call.
+struct KvRound {
+    k: CudaSlice<f32>,
+    v: Arc<CudaSlice<f32>>,
+}
+
+/// Keys and values of one attention layer for one slot.
+pub struct CudaKv {
+    dev: Arc<Dev>,
+    pool: Arc<KvPool>,
+    pages: Vec<CudaSlice<f32>>,
+    /// Device array of the pages' addresses (None while there are no pages).
+    table: Option<Arc<CudaSlice<u64>>>,
+    len: usize,
+    row: usize,
+    pending: Option<(Arc<KvRound>, Vec<usize>)>,
+}
+
+impl Drop for CudaKv {
+    fn drop(&mut self) {
+        for p in self.pages.drain(..) {
+            self.pool.give_back(p);
+        }
+    }
+}
+
+impl CudaKv {
+    pub(crate) fn new(dev: Arc<Dev>, pool: Arc<KvPool>, spec: &AttnSpec) -> Self {
+        CudaKv {
+            dev,
+            pool,
+            pages: Vec::new(),
+            table: None,
+            len: 0,
+            row: spec.kv_heads * spec.head_dim,
+            pending: None,
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    fn page_floats(&self) -> usize {
+        2 * PAGE_ROWS * self.row
+    }
+    fn table_ptr(&self) -> u64 {
+        self.table.as_ref().map_or(0, |t| self.dev.ptr(t))
+    }
+
+    /// Takes pages until `rows` positions fit, then refreshes the device page table.
+    fn reserve(&mut self, rows: usize) -> Result<(), String> {
+        let before = self.pages.len();
+        while self.pages.len() * PAGE_ROWS < rows {
+            let page = self
+                .pool
+                .take(&self.dev, self.page_floats())
+                .ok_or_else(|| format!("KV page pool exhausted ({} pages in use)", self.pool.capacity()))?;
+            self.pages.push(page);
+        }
+        if self.pages.len() != before || self.table.is_none() && !self.pages.is_empty() {
+            let ptrs: Vec<u64> = self.pages.iter().map(|p| self.dev.ptr(p)).collect();
+            self.table = Some(self.dev.u64s(&ptrs));
+        }
+        Ok(())
+    }
+
+    /// Commits the pending rows on `path` (round rows, in position order) and drops the others.
+    pub(crate) fn keep(&mut self, path: &[usize]) -> Result<(), String> {
+        let pending = self.pending.take();
+        if path.is_empty() {
+            return Ok(());
+        }
+        let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
+        if let Some(r) = path.iter().find(|r| !rows.contains(r)) {
+            return Err(format!("row {r} is not pending"));
+        }
+        self.reserve(self.len + path.len())?;
+        let idx: Vec<i32> = path.iter().map(|&r| r as i32).collect();
+        let idx = self.dev.i32s(&idx);
+        let dev = &self.dev;
+        dev.launch(
+            "kv_keep",
+            (path.len() as u32, 1, 1),
+            256,
+            &[
+                Arg::P(dev.ptr(&round.k)),
+                Arg::P(dev.ptr(&*round.v)),
+                Arg::P(self.table_ptr()),
+                Arg::P(dev.ptr(&*idx)),
+                Arg::I(self.len as i32),
+                Arg::I(self.row as i32),
+            ],
+        );
+        self.len += path.len();
+        Ok(())
+    }
+
+    /// Committed keys and values as `[len, row]` host vectors.
+    pub(crate) fn export(&self) -> (Vec<f32>, Vec<f32>) {
+        let mut k = Vec::with_capacity(self.len * self.row);
+        let mut v = Vec::with_capacity(self.len * self.row);
+        for (pi, page) in self.pages.iter().enumerate() {
+            let n = (self.len - pi * PAGE_ROWS).min(PAGE_ROWS);
+            if n == 0 {
+                break;
+            }
+            let host = self.dev.download(page, self.page_floats());
+            k.extend_from_slice(&host[..n * self.row]);
+            v.extend_from_slice(&host[PAGE_ROWS * self.row..(PAGE_ROWS + n) * self.row]);
+        }
+        (k, v)
+    }
+
+    /// A state holding exactly the committed rows `k`, `v` (`[n, row]` each).
+    pub(crate) fn import(&mut self, k: &[f32], v: &[f32]) -> Result<(), String> {
+        let n = k.len() / self.row.max(1);
+        self.reserve(n)?;
+        for (pi, page) in self.pages.iter_mut().enumerate() {
+            let lo = pi * PAGE_ROWS;
+            if lo >= n {
+                break;
+            }
+            let m = (n - lo).min(PAGE_ROWS);
+            let mut host = vec![0f32; 2 * PAGE_ROWS * self.row];
+            host[..m * self.row].copy_from_slice(&k[lo * self.row..(lo + m) * self.row]);
+            host[PAGE_ROWS * self.row..(PAGE_ROWS + m) * self.row]
+                .copy_from_slice(&v[lo * self.row..(lo + m) * self.row]);
+            crate::device::ok(self.dev.stream.memcpy_htod(&host, page), "KV restore");
+        }
+        self.len = n;
+        Ok(())
+    }
+}
+
+pub(crate) fn gated_attention(
+    dev: &Dev,
+    p: &AttnParams<crate::CudaBackend>,
+    qg: &CudaAct,
+    k: &CudaAct,
+    v: &CudaAct,
+    rows: &[RowRef],
+    states: &mut [&mut CudaKv],
+) -> CudaAct {
+    let s = p.spec;
+    let (hd, heads, kvh) = (s.head_dim, s.heads, s.kv_heads);
+    assert!(hd <= HDMAX && hd % 4 == 0, "head_dim {hd}: the CUDA kernels need a multiple of 4 up to {HDMAX}");
+    assert!(kvh > 0 && heads % kvh == 0, "heads {heads} not a multiple of kv heads {kvh}");
+    assert_eq!(qg.cols, heads * 2 * hd, "attention: query+gate columns");
+    assert_eq!((k.cols, v.cols), (kvh * hd, kvh * hd), "attention: key/value columns");
+    for st in states.iter_mut() {
+        st.pending = None;
+    }
+    let r = rows.len();
+    let out = new_act(dev, r, heads * hd);
+    if r == 0 {
+        return out;
+    }
+    let committed: Vec<usize> = states.iter().map(|st| st.len).collect();
+    let t = round_rows(rows, &committed);
+    let (meta, paths) = (dev.i32s(&t.meta), dev.i32s(&t.paths));
+    let kround = dev.alloc::<f32>(r * kvh * hd);
+    let theta = s.rope_theta;
+    dev.launch(
+        "attn_prep_k",
+        (kvh.div_ceil(AW) as u32, r as u32, 1),
+        (AW * 32) as u32,
+        &[
+            Arg::P(dev.ptr(&k.buf)),
+            Arg::P(dev.ptr(&kround)),
+            Arg::P(dev.ptr(&p.k_norm.buf)),
+            Arg::P(dev.ptr(&*meta)),
+            Arg::I(kvh as i32),
+            Arg::I(hd as i32),
+            Arg::I(s.rotary_dim as i32),
+            Arg::D(theta),
+            Arg::F(p.eps),
+        ],
+    );
+    let tables: Vec<u64> = states.iter().map(|st| st.table_ptr()).collect();
+    let tables = dev.u64s(&tables);
+    dev.launch(
+        "attn_rows",
+        (heads.div_ceil(AW) as u32, r as u32, 1),
+        (AW * 32) as u32,
+        &[
+            Arg::P(dev.ptr(&qg.buf)),
+            Arg::P(dev.ptr(&kround)),
+            Arg::P(dev.ptr(&v.buf)),
+            Arg::P(dev.ptr(&out.buf)),
+            Arg::P(dev.ptr(&p.q_norm.buf)),
+            Arg::P(dev.ptr(&*tables)),
+            Arg::P(dev.ptr(&*meta)),
+            Arg::P(dev.ptr(&*paths)),
+            Arg::I(heads as i32),
+            Arg::I(kvh as i32),
+            Arg::I(hd as i32),
+            Arg::I(s.rotary_dim as i32),
+            Arg::D(theta),
+            Arg::F(p.eps),
+        ],
+    );
+    let round = Arc::new(KvRound {
+        k: kround,
+        v: v.buf.clone(),
+    });
+    let mut by_slot: Vec<Vec<usize>> = vec![Vec::new(); states.len()];
+    for (i, row) in rows.iter().enumerate() {
+        by_slot[row.slot].push(i);
+    }
+    for (st, idxs) in states.iter_mut().zip(by_slot) {
+        if !idxs.is_empty() {
+            st.pending = Some((round.clone(), idxs));
+        }
+    }
+    out
+}

@@ -1,0 +1,338 @@
+//! Gated DeltaNet on the device: per slot the conv tail and the fp32 recurrent state; a round steps each row from
+//! its parent's state (chains in place, tree branches from snapshots), and `keep` leaves the state after the last
+//! kept row, replaying the kept path from the round's start state when the in-place state followed another branch.
+
+use crate::device::{ok, Arg, Dev};
+use crate::ops::{new_act, CudaAct};
+use crate::round::{ancestry, round_rows};
+use cudarc::driver::CudaSlice;
+use std::sync::Arc;
+use tensorfold_backend::{LinearParams, LinearSpec, RowRef};
+
+/// Kernel limits (KMAX·32, VMAX·DN_WARPS in deltanet.cu).
+const MAX_KEY_DIM: usize = 128;
+const MAX_VALUE_DIM: usize = 128;
+const DN_THREADS: u32 = 256;
+
+/// What `keep` needs of a round: conv outputs, pre-conv inputs and the gate inputs of every row.
+struct LinRound {
+    x: CudaSlice<f32>,
+    mixed: Arc<CudaSlice<f32>>,
+    b: Arc<CudaSlice<f32>>,
+    a: Arc<CudaSlice<f32>>,
+    /// The layer's parameters (owned by the model, which outlives its rounds).
+    params: KeepParams,
+}
+
+/// One DeltaNet layer's state for one slot.
+pub struct CudaLinear {
+    dev: Arc<Dev>,
+    /// The last K−1 pre-conv inputs, oldest first: `[K−1, channels]`.
+    tail: CudaSlice<f32>,
+    /// `[value_heads, value_dim, key_dim]`.
+    state: CudaSlice<f32>,
+    tail_len: usize,
+    state_len: usize,
+    /// The committed state at the round's start, when the round stepped `state` past it.
+    start: Option<CudaSlice<f32>>,
+    /// The rows stepped in place (a chain), or `[usize::MAX]` when the round was not one chain.
+    in_place: Vec<usize>,
+    pending: Option<(Arc<LinRound>, Vec<usize>)>,
+}
+
+/// Host copies of a committed DeltaNet state (same layouts as the CPU backend's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CudaLinearSnapshot {
+    pub conv_tail: Vec<f32>,
+    pub recurrent: Vec<f32>,
+}
+
+impl CudaLinear {
+    pub(crate) fn new(dev: Arc<Dev>, spec: &LinearSpec) -> Self {
+        let tail_len = spec.conv_kernel.saturating_sub(1) * spec.conv_channels();
+        let state_len = spec.value_heads * spec.value_dim * spec.key_dim;
+        CudaLinear {
+            tail: dev.zeros::<f32>(tail_len),
+            state: dev.zeros::<f32>(state_len),
+            dev,
+            tail_len,
+            state_len,
+            start: None,
+            in_place: Vec::new(),
+            pending: None,
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> CudaLinearSnapshot {
+        let committed = self.start.as_ref().unwrap_or(&self.state);
+        CudaLinearSnapshot {
+            conv_tail: self.dev.download(&self.tail, self.tail_len),
+            recurrent: self.dev.download(committed, self.state_len),
+        }
+    }
+
+    pub(crate) fn restore(dev: Arc<Dev>, snap: &CudaLinearSnapshot) -> Self {
+        let (tail_len, state_len) = (snap.conv_tail.len(), snap.recurrent.len());
+        let tail = dev.upload(&snap.conv_tail);
+        let state = dev.upload(&snap.recurrent);
+        CudaLinear {
+            dev,
+            tail,
+            state,
+            tail_len,
+            state_len,
+            start: None,
+            in_place: Vec::new(),
+            pending: None,
+        }
+    }
+
+    /// Commits the rows on `path` (root first): conv tail and recurrent state become those after its last row.
+    pub(crate) fn keep(&mut self, p_spec: &LinearSpec, path: &[usize]) -> Result<(), String> {
+        let pending = self.pending.take();
+        let start = self.start.take();
+        let in_place = std::mem::take(&mut self.in_place);
+        if path.is_empty() {
+            if let Some(s) = start {
+                self.state = s;
+            }
+            return Ok(());
+        }
+        let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
+        if let Some(r) = path.iter().find(|r| !rows.contains(r)) {
+            return Err(format!("row {r} is not pending"));
+        }
+        let s = p_spec;
+        let (c, k) = (s.conv_channels(), s.conv_kernel);
+        let dev = self.dev.clone();
+        let idx: Vec<i32> = path.iter().map(|&r| r as i32).collect();
+        let idx_dev = dev.i32s(&idx);
+        if k > 1 {
+            let new_tail = dev.alloc::<f32>(self.tail_len);
+            dev.launch(
+                "dn_tail_keep",
+                (c.div_ceil(256) as u32, (k - 1) as u32, 1),
+                256,
+                &[
+                    Arg::P(dev.ptr(&self.tail)),
+                    Arg::P(dev.ptr(&*round.mixed)),
+                    Arg::P(dev.ptr(&new_tail)),
+                    Arg::P(dev.ptr(&*idx_dev)),
+                    Arg::I(path.len() as i32),
+                    Arg::I(c as i32),
+                    Arg::I(k as i32),
+                ],
+            );
+            self.tail = new_tail;
+        }
+        if in_place.as_slice() != path {
+            // The in-place state followed another branch (or more rows): replay the kept rows from the start.
+            if let Some(st) = start {
+                self.state = st;
+            }
+            let list: Vec<i32> = idx.iter().flat_map(|&r| [r, -1, -1]).collect();
+            let list = dev.i32s(&list);
+            let slot_off = dev.i32s(&[0, path.len() as i32]);
+            let ptrs = dev.u64s(&[dev.ptr(&self.state), 0]);
+            let base = dev.ptr(&*ptrs);
+            recur(
+                &dev,
+                s,
+                &round.params,
+                &round,
+                (0, 0),
+                (base, base + 8, 0),
+                (dev.ptr(&*list), dev.ptr(&*slot_off)),
+                1,
+                false,
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The layer parameters the recurrence reads (device addresses).
+#[derive(Clone, Copy)]
+pub struct KeepParams {
+    pub a_log: u64,
+    pub dt_bias: u64,
+    pub norm: u64,
+    pub eps: f32,
+}
+
+impl KeepParams {
+    pub(crate) fn of(dev: &Dev, p: &LinearParams<crate::CudaBackend>) -> Self {
+        KeepParams {
+            a_log: dev.ptr(&p.a_log.buf),
+            dt_bias: dev.ptr(&p.dt_bias.buf),
+            norm: dev.ptr(&p.norm.buf),
+            eps: p.eps,
+        }
+    }
+}
+
+/// Launches dn_recur over `slots` blocks per value head: (z, out), (states, starts, snaps), (list, slot_off).
+#[allow(clippy::too_many_arguments)]
+fn recur(
+    dev: &Dev,
+    s: &LinearSpec,
+    p: &KeepParams,
+    round: &LinRound,
+    z_out: (u64, u64),
+    st: (u64, u64, u64),
+    list: (u64, u64),
+    slots: usize,
+    write_out: bool,
+) {
+    dev.launch(
+        "dn_recur",
+        (s.value_heads as u32, slots as u32, 1),
+        DN_THREADS,
+        &[
+            Arg::P(dev.ptr(&round.x)),
+            Arg::P(dev.ptr(&*round.b)),
+            Arg::P(dev.ptr(&*round.a)),
+            Arg::P(z_out.0),
+            Arg::P(z_out.1),
+            Arg::P(p.a_log),
+            Arg::P(p.dt_bias),
+            Arg::P(p.norm),
+            Arg::P(st.0),
+            Arg::P(st.1),
+            Arg::P(st.2),
+            Arg::P(list.0),
+            Arg::P(list.1),
+            Arg::I(s.key_heads as i32),
+            Arg::I(s.value_heads as i32),
+            Arg::I(s.key_dim as i32),
+            Arg::I(s.value_dim as i32),
+            Arg::F(p.eps),
+            Arg::I(write_out as i32),
+        ],
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gated_deltanet(
+    dev: &Dev,
+    p: &LinearParams<crate::CudaBackend>,
+    mixed: &CudaAct,
+    z: &CudaAct,
+    b: &CudaAct,
+    a: &CudaAct,
+    rows: &[RowRef],
+    states: &mut [&mut CudaLinear],
+) -> CudaAct {
+    let s = p.spec;
+    assert!(
+        s.key_dim <= MAX_KEY_DIM && s.value_dim <= MAX_VALUE_DIM,
+        "DeltaNet head dims {}×{}: the CUDA kernels hold at most {MAX_KEY_DIM}×{MAX_VALUE_DIM}",
+        s.key_dim,
+        s.value_dim
+    );
+    assert!(s.key_heads > 0 && s.value_heads % s.key_heads == 0, "value heads must be a multiple of key heads");
+    let (c, k) = (s.conv_channels(), s.conv_kernel);
+    let vt = s.value_heads * s.value_dim;
+    assert_eq!((mixed.cols, z.cols, b.cols, a.cols), (c, vt, s.value_heads, s.value_heads), "DeltaNet input columns");
+    let r = rows.len();
+    let out = new_act(dev, r, vt);
+    for st in states.iter_mut() {
+        st.pending = None;
+        st.in_place.clear();
+        st.start = None;
+    }
+    if r == 0 {
+        return out;
+    }
+    // 1. Conv + SiLU per row over (committed tail + ancestors + itself).
+    let t = round_rows(rows, &vec![0; states.len()]);
+    let (meta, paths) = (dev.i32s(&t.meta), dev.i32s(&t.paths));
+    let tails: Vec<u64> = states.iter().map(|st| dev.ptr(&st.tail)).collect();
+    let tails = dev.u64s(&tails);
+    let x = dev.alloc::<f32>(r * c);
+    dev.launch(
+        "dn_conv",
+        (c.div_ceil(256) as u32, r as u32, 1),
+        256,
+        &[
+            Arg::P(dev.ptr(&mixed.buf)),
+            Arg::P(dev.ptr(&p.conv.buf)),
+            Arg::P(dev.ptr(&x)),
+            Arg::P(dev.ptr(&*tails)),
+            Arg::P(dev.ptr(&*meta)),
+            Arg::P(dev.ptr(&*paths)),
+            Arg::I(c as i32),
+            Arg::I(k as i32),
+        ],
+    );
+    // 2. Per active slot: entries (row, restore, save); a row branching off anything but the previous row
+    //    restores its parent's snapshot (or the round's start state).
+    let mut by_slot: Vec<Vec<usize>> = vec![Vec::new(); states.len()];
+    for (i, row) in rows.iter().enumerate() {
+        by_slot[row.slot].push(i);
+    }
+    let (mut list, mut slot_off, mut active) = (Vec::new(), vec![0i32], Vec::new());
+    let mut snaps = 0i32;
+    for (slot, idxs) in by_slot.iter().enumerate() {
+        if idxs.is_empty() {
+            continue;
+        }
+        let st = &mut *states[slot];
+        if idxs.len() > 1 {
+            st.start = Some(ok(dev.stream.clone_dtod(&st.state), "DeltaNet start state"));
+        }
+        let mut entries: Vec<[i32; 3]> = idxs.iter().map(|&i| [i as i32, -1, -1]).collect();
+        for (n, &i) in idxs.iter().enumerate() {
+            let parent_local = rows[i].parent.and_then(|pr| idxs.iter().position(|&x| x == pr));
+            let prev = n.checked_sub(1);
+            if parent_local != prev {
+                entries[n][1] = match parent_local {
+                    None => -2,
+                    Some(pl) => {
+                        if entries[pl][2] < 0 {
+                            entries[pl][2] = snaps;
+                            snaps += 1;
+                        }
+                        entries[pl][2]
+                    }
+                };
+            }
+        }
+        list.extend(entries.iter().flatten());
+        slot_off.push((list.len() / 3) as i32);
+        active.push(slot);
+        let chain = ancestry(rows, *idxs.last().unwrap_or(&0));
+        st.in_place = if chain == *idxs { chain } else { vec![usize::MAX] };
+    }
+    let head_state = s.value_dim * s.key_dim;
+    let snap_buf = dev.alloc::<f32>(snaps.max(0) as usize * s.value_heads * head_state);
+    let mut ptrs: Vec<u64> = active.iter().map(|&sl| dev.ptr(&states[sl].state)).collect();
+    ptrs.extend(active.iter().map(|&sl| states[sl].start.as_ref().map_or(0, |b| dev.ptr(b))));
+    let ptrs = dev.u64s(&ptrs);
+    let base = dev.ptr(&*ptrs);
+    let (list, slot_off) = (dev.i32s(&list), dev.i32s(&slot_off));
+    let round = Arc::new(LinRound {
+        x,
+        mixed: mixed.buf.clone(),
+        b: b.buf.clone(),
+        a: a.buf.clone(),
+        params: KeepParams::of(dev, p),
+    });
+    recur(
+        dev,
+        &s,
+        &round.params,
+        &round,
+        (dev.ptr(&z.buf), dev.ptr(&out.buf)),
+        (base, base + 8 * active.len() as u64, dev.ptr(&snap_buf)),
+        (dev.ptr(&*list), dev.ptr(&*slot_off)),
+        active.len(),
+        true,
+    );
+    for (slot, idxs) in by_slot.into_iter().enumerate() {
+        if !idxs.is_empty() {
+            states[slot].pending = Some((round.clone(), idxs));
+        }
+    }
+    out
+}

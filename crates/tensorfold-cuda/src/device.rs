@@ -1,0 +1,241 @@
+//! The device: one context and one stream on which every op is ordered, the loaded kernel module, raw launches,
+//! and a content-keyed cache of small metadata arrays so a round's row tables are uploaded once, not per layer.
+
+use crate::{libs, nvrtc};
+use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+/// One kernel argument, passed by value.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg {
+    /// A device pointer (or any 64-bit integer).
+    P(u64),
+    I(i32),
+    F(f32),
+    D(f64),
+}
+
+/// Small arrays already on the device, keyed by their contents (at most `CACHE_ENTRIES`, then cleared).
+#[derive(Default)]
+struct ArrayCache {
+    i32s: HashMap<Vec<i32>, Arc<CudaSlice<i32>>>,
+    u64s: HashMap<Vec<u64>, Arc<CudaSlice<u64>>>,
+}
+
+const CACHE_ENTRIES: usize = 4096;
+
+pub struct Dev {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    funcs: HashMap<String, CudaFunction>,
+    cache: Mutex<ArrayCache>,
+    /// Device name, compute capability, driver and where the kernels came from.
+    pub info: String,
+}
+
+/// Panics with a clear message on a device error inside an op (the Backend ops have no error channel; a failed
+/// launch or copy means the device is unusable).
+pub fn ok<T, E: std::fmt::Debug>(r: Result<T, E>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("CUDA error in {what}: {e:?}"),
+    }
+}
+
+impl Dev {
+    /// Opens GPU `ordinal`, loads (or compiles) the kernels. Every failure is an error, never a panic.
+    pub fn open(ordinal: usize) -> Result<Dev, String> {
+        if !libs::driver_present() {
+            return Err("no CUDA driver (libcuda.so) found on this machine".into());
+        }
+        let nvrtc_from = libs::ensure_nvrtc()?;
+        let count = CudaContext::device_count().map_err(|e| format!("CUDA init: {e:?}"))?;
+        if (ordinal as i32) >= count {
+            return Err(format!("CUDA device {ordinal} requested but {count} present"));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| format!("CUDA context: {e:?}"))?;
+        // SAFETY: called before this backend allocates anything; every op is ordered on one stream.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(|e| format!("CUDA stream: {e:?}"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| format!("compute capability: {e:?}"))?;
+        let mut driver = 0i32;
+        // SAFETY: plain out-parameter; the driver library is loaded.
+        unsafe { sys::cuDriverGetVersion(&mut driver) }
+            .result()
+            .map_err(|e| format!("driver version: {e:?}"))?;
+        let arch = format!("sm_{major}{minor}");
+        let t = std::time::Instant::now();
+        let (cubin, cached) = nvrtc::program_cubin(&arch, driver)?;
+        let module = ctx
+            .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+            .map_err(|e| format!("loading the {arch} cubin: {e:?}"))?;
+        let mut funcs = HashMap::new();
+        for name in kernel_names() {
+            let f = module
+                .load_function(&name)
+                .map_err(|e| format!("kernel {name}: {e:?}"))?;
+            funcs.insert(name, f);
+        }
+        let name = ctx.name().unwrap_or_else(|_| "CUDA device".into());
+        let info = format!(
+            "{name} ({arch}, driver {}.{}), kernels {} in {:.1}s, NVRTC {nvrtc_from}",
+            driver / 1000,
+            (driver % 1000) / 10,
+            if cached { "from cache" } else { "compiled" },
+            t.elapsed().as_secs_f64()
+        );
+        Ok(Dev {
+            ctx,
+            stream,
+            funcs,
+            cache: Mutex::new(ArrayCache::default()),
+            info,
+        })
+    }
+
+    /// Launches kernel `name`; `block` threads per block.
+    pub fn launch(&self, name: &str, grid: (u32, u32, u32), block: u32, args: &[Arg]) {
+        if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
+            return;
+        }
+        let f = self
+            .funcs
+            .get(name)
+            .unwrap_or_else(|| panic!("kernel {name} is not in the module"));
+        let mut vals: Vec<Arg> = args.to_vec();
+        let mut ptrs: Vec<*mut c_void> = vals
+            .iter_mut()
+            .map(|a| match a {
+                Arg::P(v) => v as *mut u64 as *mut c_void,
+                Arg::I(v) => v as *mut i32 as *mut c_void,
+                Arg::F(v) => v as *mut f32 as *mut c_void,
+                Arg::D(v) => v as *mut f64 as *mut c_void,
+            })
+            .collect();
+        ok(self.ctx.bind_to_thread(), name);
+        // SAFETY: `ptrs` point into `vals`, which outlives the call; the callers pass arguments matching the
+        // kernel's signature and buffers sized for the launch (each op checks its shapes first).
+        let r = unsafe {
+            result::launch_kernel(
+                f.cu_function(),
+                grid,
+                (block, 1, 1),
+                0,
+                self.stream.cu_stream(),
+                &mut ptrs,
+            )
+        };
+        ok(r, name);
+    }
+
+    /// Uninitialised device memory for `n` elements (at least one, so every buffer has an address).
+    pub fn alloc<T: DeviceRepr>(&self, n: usize) -> CudaSlice<T> {
+        // SAFETY: every op writes the elements it later reads; nothing reads uninitialised memory.
+        ok(unsafe { self.stream.alloc::<T>(n.max(1)) }, "alloc")
+    }
+
+    pub fn zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(&self, n: usize) -> CudaSlice<T> {
+        ok(self.stream.alloc_zeros::<T>(n.max(1)), "alloc_zeros")
+    }
+
+    pub fn upload<T: DeviceRepr>(&self, v: &[T]) -> CudaSlice<T> {
+        if v.is_empty() {
+            return self.alloc(1);
+        }
+        ok(self.stream.clone_htod(v), "upload")
+    }
+
+    pub fn download<T: DeviceRepr + Default + Clone>(&self, s: &CudaSlice<T>, n: usize) -> Vec<T> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut out = vec![T::default(); n];
+        ok(
+            self.stream.memcpy_dtoh(&s.slice(0..n), &mut out[..]),
+            "download",
+        );
+        ok(self.stream.synchronize(), "synchronize");
+        out
+    }
+
+    /// The device address of a buffer.
+    pub fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
+        let (p, _sync) = s.device_ptr(&self.stream);
+        p
+    }
+
+    /// A device copy of `v`, shared with earlier calls that uploaded the same contents.
+    pub fn i32s(&self, v: &[i32]) -> Arc<CudaSlice<i32>> {
+        let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = c.i32s.get(v) {
+            return s.clone();
+        }
+        if c.i32s.len() >= CACHE_ENTRIES {
+            c.i32s.clear();
+        }
+        let s = Arc::new(self.upload(v));
+        c.i32s.insert(v.to_vec(), s.clone());
+        s
+    }
+
+    pub fn u64s(&self, v: &[u64]) -> Arc<CudaSlice<u64>> {
+        let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = c.u64s.get(v) {
+            return s.clone();
+        }
+        if c.u64s.len() >= CACHE_ENTRIES {
+            c.u64s.clear();
+        }
+        let s = Arc::new(self.upload(v));
+        c.u64s.insert(v.to_vec(), s.clone());
+        s
+    }
+
+    /// Copies `n` elements device to device.
+    pub fn copy<T: DeviceRepr>(&self, src: &CudaSlice<T>, dst: &mut CudaSlice<T>, n: usize) {
+        if n == 0 {
+            return;
+        }
+        ok(
+            self.stream
+                .memcpy_dtod(&src.slice(0..n), &mut dst.slice_mut(0..n)),
+            "copy",
+        );
+    }
+
+    pub fn sync(&self) {
+        ok(self.stream.synchronize(), "synchronize");
+    }
+}
+
+/// Every kernel the module must export.
+pub fn kernel_names() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "rms_norm",
+        "add_assign",
+        "swiglu",
+        "gather_rows",
+        "attn_prep_k",
+        "attn_rows",
+        "kv_keep",
+        "dn_conv",
+        "dn_recur",
+        "dn_tail_keep",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for dt in ["f32", "f16", "bf16"] {
+        v.push(format!("project_dense_{dt}"));
+        v.push(format!("embed_dense_{dt}"));
+        for bits in [2, 3, 4, 5, 6, 8] {
+            v.push(format!("project_affine_{bits}_{dt}"));
+            v.push(format!("embed_affine_{bits}_{dt}"));
+        }
+    }
+    v
+}

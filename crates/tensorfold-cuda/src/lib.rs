@@ -1,0 +1,189 @@
+//! The CUDA backend: the Backend trait on an NVIDIA GPU through cudarc (dynamic loading, no toolkit at build
+//! time), with CUDA C kernels compiled by NVRTC at start; every op is row-invariant, like its CPU twin.
+
+mod attention;
+mod deltanet;
+pub mod device;
+pub mod libs;
+pub mod nvrtc;
+mod ops;
+mod round;
+pub mod selftest;
+
+use std::sync::Arc;
+use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
+use tensorfold_core::{CoreError, Result, StoredMatrix};
+
+pub use attention::{CudaKv, KvPool, PAGE_ROWS};
+pub use deltanet::{CudaLinear, CudaLinearSnapshot};
+pub use ops::{CudaAct, CudaMatrix, CudaVector};
+
+/// The CUDA backend; clones share the device, its stream and one KV page pool.
+#[derive(Clone)]
+pub struct CudaBackend {
+    dev: Arc<device::Dev>,
+    pool: Arc<KvPool>,
+}
+
+impl CudaBackend {
+    /// Opens GPU `ordinal` with an unbounded KV pool. A machine without a GPU, driver or NVRTC gets a clear error.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        Self::with_kv_pages(ordinal, usize::MAX / 2)
+    }
+
+    /// As `new`, with at most `pages` KV pages of `PAGE_ROWS` positions (all attention layers together).
+    pub fn with_kv_pages(ordinal: usize, pages: usize) -> Result<Self> {
+        let dev = device::Dev::open(ordinal).map_err(|e| CoreError::Resource(format!("CUDA: {e}")))?;
+        Ok(CudaBackend {
+            dev: Arc::new(dev),
+            pool: KvPool::new(pages),
+        })
+    }
+
+    /// Device, driver and kernel provenance, for logs.
+    pub fn info(&self) -> &str {
+        &self.dev.info
+    }
+
+    /// Device-to-device copy bandwidth in bytes per second (bytes read + bytes written), best of several copies.
+    pub fn copy_bandwidth(&self, bytes: usize) -> f64 {
+        let n = bytes / 4;
+        let src = self.dev.zeros::<f32>(n);
+        let mut dst = self.dev.zeros::<f32>(n);
+        let mut best = 0.0f64;
+        for _ in 0..6 {
+            self.dev.sync();
+            let t = std::time::Instant::now();
+            for _ in 0..4 {
+                self.dev.copy(&src, &mut dst, n);
+            }
+            self.dev.sync();
+            best = best.max((8 * 4 * n) as f64 / t.elapsed().as_secs_f64());
+        }
+        best
+    }
+
+    /// Waits for every queued op (for timing).
+    pub fn synchronize(&self) {
+        self.dev.sync();
+    }
+
+    /// An activation from host rows (tests, drafters).
+    pub fn act_from_host(&self, rows: usize, cols: usize, data: &[f32]) -> CudaAct {
+        assert_eq!(data.len(), rows * cols, "act_from_host: {rows}×{cols} needs {} floats", rows * cols);
+        CudaAct {
+            rows,
+            cols,
+            buf: Arc::new(self.dev.upload(data)),
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    type Matrix = CudaMatrix;
+    type Vector = CudaVector;
+    type Act = CudaAct;
+    type LinearState = CudaLinear;
+    type KvState = CudaKv;
+    type LinearSnapshot = CudaLinearSnapshot;
+    type KvSnapshot = (Vec<f32>, Vec<f32>);
+
+    fn name(&self) -> String {
+        format!("cuda: {}", self.dev.info)
+    }
+    fn matrix(&self, m: &StoredMatrix) -> Result<CudaMatrix> {
+        ops::upload_matrix(&self.dev, m)
+    }
+    fn vector(&self, v: &[f32]) -> Result<CudaVector> {
+        Ok(CudaVector {
+            buf: self.dev.upload(v),
+            len: v.len(),
+        })
+    }
+    fn new_linear_state(&self, spec: &LinearSpec) -> CudaLinear {
+        CudaLinear::new(self.dev.clone(), spec)
+    }
+    fn new_kv_state(&self, spec: &AttnSpec) -> CudaKv {
+        CudaKv::new(self.dev.clone(), self.pool.clone(), spec)
+    }
+    fn kv_len(&self, kv: &CudaKv) -> usize {
+        kv.len()
+    }
+    fn keep_linear(&self, spec: &LinearSpec, st: &mut CudaLinear, path: &[usize]) -> Result<()> {
+        st.keep(spec, path).map_err(CoreError::Invalid)
+    }
+    fn keep_kv(&self, st: &mut CudaKv, path: &[usize]) -> Result<()> {
+        st.keep(path).map_err(CoreError::Resource)
+    }
+    fn snapshot_linear(&self, st: &CudaLinear) -> CudaLinearSnapshot {
+        st.snapshot()
+    }
+    fn restore_linear(&self, snap: &CudaLinearSnapshot) -> CudaLinear {
+        CudaLinear::restore(self.dev.clone(), snap)
+    }
+    fn snapshot_kv(&self, st: &CudaKv) -> (Vec<f32>, Vec<f32>) {
+        st.export()
+    }
+    fn restore_kv(&self, spec: &AttnSpec, snap: &(Vec<f32>, Vec<f32>)) -> Result<CudaKv> {
+        let mut kv = CudaKv::new(self.dev.clone(), self.pool.clone(), spec);
+        kv.import(&snap.0, &snap.1).map_err(CoreError::Resource)?;
+        Ok(kv)
+    }
+    fn linear_snapshot_bytes(&self, snap: &CudaLinearSnapshot) -> usize {
+        4 * (snap.conv_tail.len() + snap.recurrent.len())
+    }
+    fn kv_snapshot_bytes(&self, snap: &(Vec<f32>, Vec<f32>)) -> usize {
+        4 * (snap.0.len() + snap.1.len())
+    }
+    fn kv_pages(&self) -> (usize, usize, usize) {
+        (PAGE_ROWS, self.pool.capacity(), self.pool.in_use())
+    }
+
+    fn embed(&self, table: &CudaMatrix, ids: &[u32]) -> CudaAct {
+        ops::embed(&self.dev, table, ids)
+    }
+    fn rms_norm(&self, x: &CudaAct, w: &CudaVector, eps: f32) -> CudaAct {
+        ops::rms_norm(&self.dev, x, w, eps)
+    }
+    fn project(&self, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
+        ops::project(&self.dev, x, w)
+    }
+    fn add_assign(&self, x: &mut CudaAct, y: &CudaAct) {
+        ops::add_assign(&self.dev, x, y)
+    }
+    fn swiglu(&self, gate: &CudaAct, up: &CudaAct) -> CudaAct {
+        ops::swiglu(&self.dev, gate, up)
+    }
+    fn select_rows(&self, x: &CudaAct, rows: &[usize]) -> CudaAct {
+        ops::select_rows(&self.dev, x, rows)
+    }
+    fn gated_deltanet(
+        &self,
+        p: &LinearParams<Self>,
+        mixed: &CudaAct,
+        z: &CudaAct,
+        b: &CudaAct,
+        a: &CudaAct,
+        rows: &[RowRef],
+        states: &mut [&mut CudaLinear],
+    ) -> CudaAct {
+        deltanet::gated_deltanet(&self.dev, p, mixed, z, b, a, rows, states)
+    }
+    fn gated_attention(
+        &self,
+        p: &AttnParams<Self>,
+        qg: &CudaAct,
+        k: &CudaAct,
+        v: &CudaAct,
+        rows: &[RowRef],
+        states: &mut [&mut CudaKv],
+    ) -> CudaAct {
+        attention::gated_attention(&self.dev, p, qg, k, v, rows, states)
+    }
+    fn to_host(&self, x: &CudaAct) -> Vec<f32> {
+        self.dev.download(&x.buf, x.rows * x.cols)
+    }
+    fn act_shape(&self, x: &CudaAct) -> (usize, usize) {
+        (x.rows, x.cols)
+    }
+}

@@ -1,0 +1,116 @@
+//! Kernel delivery: the CUDA C sources embedded in the binary, compiled by NVRTC straight to a cubin for the
+//! device's architecture (no PTX JIT), cached on disk under a hash of source, options, NVRTC and driver versions.
+
+use sha2::{Digest, Sha256};
+use std::ffi::{CStr, CString};
+use std::path::PathBuf;
+
+/// The kernel files, in the order they are concatenated into one program (the prelude first).
+pub const SOURCES: &[(&str, &str)] = &[
+    ("common.cu", include_str!("../kernels/common.cu")),
+    ("project.cu", include_str!("../kernels/project.cu")),
+    ("rowwise.cu", include_str!("../kernels/rowwise.cu")),
+    ("attention.cu", include_str!("../kernels/attention.cu")),
+    ("deltanet.cu", include_str!("../kernels/deltanet.cu")),
+];
+
+/// The whole program as NVRTC sees it.
+pub fn program_source() -> String {
+    let mut s = String::new();
+    for (name, text) in SOURCES {
+        s.push_str(&format!("// ---- {name}\n"));
+        s.push_str(text);
+        s.push('\n');
+    }
+    s
+}
+
+/// Compiler options for a real architecture such as `sm_90` (IEEE division and sqrt, no fast math).
+pub fn options(arch: &str) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".into(),
+        "--fmad=true".into(),
+        "-default-device".into(),
+    ]
+}
+
+/// NVRTC's version (major, minor); NVRTC must already be loadable (`libs::ensure_nvrtc`).
+pub fn nvrtc_version() -> Result<(i32, i32), String> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: plain out-parameters; the library was checked to be present.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| format!("nvrtcVersion: {e:?}"))?;
+    Ok((major, minor))
+}
+
+/// Compiles `src` to a cubin; on failure the error carries NVRTC's log.
+pub fn compile_cubin(src: &str, opts: &[String]) -> Result<Vec<u8>, String> {
+    use cudarc::nvrtc::{result, sys};
+    let csrc = CString::new(src).map_err(|e| format!("kernel source: {e}"))?;
+    let name = CString::new("tensorfold.cu").map_err(|e| e.to_string())?;
+    let prog = result::create_program(&csrc, Some(&name)).map_err(|e| format!("nvrtc: {e:?}"))?;
+    // SAFETY: `prog` was just created and is destroyed exactly once below; buffers are sized by NVRTC.
+    unsafe {
+        let compiled = result::compile_program(prog, opts);
+        let log = result::get_program_log(prog)
+            .map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Err(e) = compiled {
+            let _ = result::destroy_program(prog);
+            return Err(format!("NVRTC failed ({e:?}) with {opts:?}:\n{log}"));
+        }
+        let mut n = 0usize;
+        let size = sys::nvrtcGetCUBINSize(prog, &mut n).result();
+        let mut buf = vec![0u8; n];
+        let got = size.and_then(|_| sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()).result());
+        let _ = result::destroy_program(prog);
+        got.map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))?;
+        if buf.is_empty() {
+            return Err(format!("NVRTC produced an empty cubin for {opts:?}"));
+        }
+        Ok(buf)
+    }
+}
+
+fn cache_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("TENSORFOLD_CACHE_DIR") {
+        return PathBuf::from(d).join("cuda");
+    }
+    if let Ok(d) = std::env::var("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("tensorfold/cuda");
+    }
+    if let Ok(d) = std::env::var("HOME") {
+        return PathBuf::from(d).join(".cache/tensorfold/cuda");
+    }
+    std::env::temp_dir().join("tensorfold-cuda")
+}
+
+/// The program's cubin for `arch`, from the disk cache when its key matches, else compiled and stored.
+/// Returns the image and whether it came from the cache.
+pub fn program_cubin(arch: &str, driver_version: i32) -> Result<(Vec<u8>, bool), String> {
+    let src = program_source();
+    let opts = options(arch);
+    let (maj, min) = nvrtc_version()?;
+    let mut h = Sha256::new();
+    h.update(src.as_bytes());
+    h.update(opts.join(" ").as_bytes());
+    h.update(format!("nvrtc {maj}.{min} driver {driver_version} {arch}").as_bytes());
+    let key: String = h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect();
+    let path = cache_dir().join(format!("{arch}-{key}.cubin"));
+    if let Ok(bytes) = std::fs::read(&path) {
+        if !bytes.is_empty() {
+            return Ok((bytes, true));
+        }
+    }
+    let cubin = compile_cubin(&src, &opts)?;
+    // A cache that cannot be written only costs a recompile next time.
+    if std::fs::create_dir_all(cache_dir()).is_ok() {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &cubin).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+    Ok((cubin, false))
+}

@@ -1,0 +1,294 @@
+//! The row-wise ops on the device: weights uploaded in their stored format, embedding, RMSNorm, projection
+//! (one warp per output feature and row tile: a fixed per-lane order and butterfly, so rows never mix), residual
+//! add, SwiGLU and row gathers.
+
+use crate::device::{ok, Arg, Dev};
+use cudarc::driver::CudaSlice;
+use std::sync::Arc;
+use tensorfold_core::{CoreError, DenseDType, MatrixRef, Result, StoredMatrix};
+
+/// Row-major f32 activations `[rows, cols]` on the device (shared, so a round's pending rows can keep them).
+pub struct CudaAct {
+    pub rows: usize,
+    pub cols: usize,
+    pub(crate) buf: Arc<CudaSlice<f32>>,
+}
+
+/// A small f32 parameter vector on the device.
+pub struct CudaVector {
+    pub(crate) buf: CudaSlice<f32>,
+    pub len: usize,
+}
+
+/// A weight matrix on the device in its checkpoint format.
+pub enum CudaMatrix {
+    Dense {
+        dtype: DenseDType,
+        data: CudaSlice<u8>,
+        rows: usize,
+        cols: usize,
+    },
+    Affine {
+        bits: u32,
+        group_size: usize,
+        codes: CudaSlice<u8>,
+        scales: CudaSlice<u8>,
+        biases: CudaSlice<u8>,
+        scale_dtype: DenseDType,
+        rows: usize,
+        cols: usize,
+    },
+}
+
+impl CudaMatrix {
+    pub fn rows(&self) -> usize {
+        match self {
+            CudaMatrix::Dense { rows, .. } | CudaMatrix::Affine { rows, .. } => *rows,
+        }
+    }
+    pub fn cols(&self) -> usize {
+        match self {
+            CudaMatrix::Dense { cols, .. } | CudaMatrix::Affine { cols, .. } => *cols,
+        }
+    }
+}
+
+fn dtype_name(d: DenseDType) -> &'static str {
+    match d {
+        DenseDType::F32 => "f32",
+        DenseDType::F16 => "f16",
+        DenseDType::BF16 => "bf16",
+    }
+}
+
+fn blocks(n: usize, per: usize) -> u32 {
+    n.div_ceil(per) as u32
+}
+
+/// Threads per block of the row-wise kernels.
+const THREADS: u32 = 256;
+/// Output features per projection block (PW in project.cu) and rows per tile (RT).
+const PW: usize = 4;
+const RT: usize = 8;
+
+pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
+    let bad = |msg: String| Err(CoreError::Invalid(format!("CUDA matrix: {msg}")));
+    match m.view() {
+        MatrixRef::Dense {
+            dtype,
+            data,
+            rows,
+            cols,
+        } => {
+            if data.len() < rows * cols * dtype.size() {
+                return bad(format!("{rows}×{cols} {dtype:?} needs {} bytes, got {}", rows * cols * dtype.size(), data.len()));
+            }
+            Ok(CudaMatrix::Dense {
+                dtype,
+                data: dev.upload(&data[..rows * cols * dtype.size()]),
+                rows,
+                cols,
+            })
+        }
+        MatrixRef::Affine {
+            bits,
+            group_size,
+            codes,
+            scales,
+            biases,
+            scale_dtype,
+            rows,
+            cols,
+        } => {
+            if ![2, 3, 4, 5, 6, 8].contains(&bits) {
+                return bad(format!("{bits}-bit codes are not supported"));
+            }
+            if group_size == 0 || group_size % 32 != 0 || cols % group_size != 0 {
+                return bad(format!("group size {group_size} with {cols} columns (need multiples of 32)"));
+            }
+            let code_bytes = rows * MatrixRef::affine_row_bytes(cols, bits);
+            let sb = rows * (cols / group_size) * scale_dtype.size();
+            if codes.len() < code_bytes || scales.len() < sb || biases.len() < sb {
+                return bad(format!("{rows}×{cols} {bits}-bit: short codes, scales or biases"));
+            }
+            Ok(CudaMatrix::Affine {
+                bits,
+                group_size,
+                codes: dev.upload(&codes[..code_bytes]),
+                scales: dev.upload(&scales[..sb]),
+                biases: dev.upload(&biases[..sb]),
+                scale_dtype,
+                rows,
+                cols,
+            })
+        }
+    }
+}
+
+pub(crate) fn new_act(dev: &Dev, rows: usize, cols: usize) -> CudaAct {
+    CudaAct {
+        rows,
+        cols,
+        buf: Arc::new(dev.alloc::<f32>(rows * cols)),
+    }
+}
+
+pub(crate) fn embed(dev: &Dev, table: &CudaMatrix, ids: &[u32]) -> CudaAct {
+    let cols = table.cols();
+    let out = new_act(dev, ids.len(), cols);
+    if ids.is_empty() {
+        return out;
+    }
+    let dev_ids = dev.upload(ids);
+    let (o, i) = (dev.ptr(&out.buf), dev.ptr(&dev_ids));
+    let grid = (ids.len() as u32, 1, 1);
+    match table {
+        CudaMatrix::Dense { dtype, data, .. } => dev.launch(
+            &format!("embed_dense_{}", dtype_name(*dtype)),
+            grid,
+            THREADS,
+            &[Arg::P(dev.ptr(data)), Arg::P(i), Arg::P(o), Arg::I(cols as i32)],
+        ),
+        CudaMatrix::Affine {
+            bits,
+            group_size,
+            codes,
+            scales,
+            biases,
+            scale_dtype,
+            ..
+        } => dev.launch(
+            &format!("embed_affine_{bits}_{}", dtype_name(*scale_dtype)),
+            grid,
+            THREADS,
+            &[
+                Arg::P(dev.ptr(codes)),
+                Arg::P(dev.ptr(scales)),
+                Arg::P(dev.ptr(biases)),
+                Arg::P(i),
+                Arg::P(o),
+                Arg::I(cols as i32),
+                Arg::I(*group_size as i32),
+            ],
+        ),
+    }
+    out
+}
+
+pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
+    assert_eq!(x.cols, w.cols(), "project: x has {} columns, W has {}", x.cols, w.cols());
+    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
+    let y = new_act(dev, rows, out_f);
+    let grid = (blocks(out_f, PW), blocks(rows, RT), 1);
+    let (xp, yp) = (dev.ptr(&x.buf), dev.ptr(&y.buf));
+    let shape = [Arg::I(rows as i32), Arg::I(out_f as i32), Arg::I(cols as i32)];
+    match w {
+        CudaMatrix::Dense { dtype, data, .. } => {
+            let mut args = vec![Arg::P(xp), Arg::P(dev.ptr(data)), Arg::P(yp)];
+            args.extend(shape);
+            dev.launch(&format!("project_dense_{}", dtype_name(*dtype)), grid, (PW * 32) as u32, &args);
+        }
+        CudaMatrix::Affine {
+            bits,
+            group_size,
+            codes,
+            scales,
+            biases,
+            scale_dtype,
+            ..
+        } => {
+            let mut args = vec![
+                Arg::P(xp),
+                Arg::P(dev.ptr(codes)),
+                Arg::P(dev.ptr(scales)),
+                Arg::P(dev.ptr(biases)),
+                Arg::P(yp),
+            ];
+            args.extend(shape);
+            args.push(Arg::I(*group_size as i32));
+            dev.launch(
+                &format!("project_affine_{bits}_{}", dtype_name(*scale_dtype)),
+                grid,
+                (PW * 32) as u32,
+                &args,
+            );
+        }
+    }
+    y
+}
+
+pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> CudaAct {
+    assert_eq!(x.cols, w.len, "rms_norm: {} columns, {} weights", x.cols, w.len);
+    let y = new_act(dev, x.rows, x.cols);
+    dev.launch(
+        "rms_norm",
+        (x.rows as u32, 1, 1),
+        THREADS,
+        &[
+            Arg::P(dev.ptr(&x.buf)),
+            Arg::P(dev.ptr(&w.buf)),
+            Arg::P(dev.ptr(&y.buf)),
+            Arg::I(x.cols as i32),
+            Arg::F(eps),
+        ],
+    );
+    y
+}
+
+fn elementwise_grid(n: usize) -> (u32, u32, u32) {
+    (blocks(n, THREADS as usize).min(65_535), 1, 1)
+}
+
+pub(crate) fn add_assign(dev: &Dev, x: &mut CudaAct, y: &CudaAct) {
+    assert_eq!((x.rows, x.cols), (y.rows, y.cols), "add_assign: shapes differ");
+    if Arc::get_mut(&mut x.buf).is_none() {
+        // Another holder (a pending round) shares this buffer: write to a copy.
+        x.buf = Arc::new(ok(dev.stream.clone_dtod(&*x.buf), "copy on write"));
+    }
+    let n = x.rows * x.cols;
+    dev.launch(
+        "add_assign",
+        elementwise_grid(n),
+        THREADS,
+        &[Arg::P(dev.ptr(&x.buf)), Arg::P(dev.ptr(&y.buf)), Arg::P(n as u64)],
+    );
+}
+
+pub(crate) fn swiglu(dev: &Dev, gate: &CudaAct, up: &CudaAct) -> CudaAct {
+    assert_eq!((gate.rows, gate.cols), (up.rows, up.cols), "swiglu: shapes differ");
+    let out = new_act(dev, gate.rows, gate.cols);
+    let n = gate.rows * gate.cols;
+    dev.launch(
+        "swiglu",
+        elementwise_grid(n),
+        THREADS,
+        &[
+            Arg::P(dev.ptr(&gate.buf)),
+            Arg::P(dev.ptr(&up.buf)),
+            Arg::P(dev.ptr(&out.buf)),
+            Arg::P(n as u64),
+        ],
+    );
+    out
+}
+
+pub(crate) fn select_rows(dev: &Dev, x: &CudaAct, rows: &[usize]) -> CudaAct {
+    let out = new_act(dev, rows.len(), x.cols);
+    if let Some(&bad) = rows.iter().find(|&&r| r >= x.rows) {
+        panic!("select_rows: row {bad} of {}", x.rows);
+    }
+    let idx: Vec<i32> = rows.iter().map(|&r| r as i32).collect();
+    let idx = dev.i32s(&idx);
+    dev.launch(
+        "gather_rows",
+        (rows.len() as u32, 1, 1),
+        THREADS,
+        &[
+            Arg::P(dev.ptr(&x.buf)),
+            Arg::P(dev.ptr(&*idx)),
+            Arg::P(dev.ptr(&out.buf)),
+            Arg::I(x.cols as i32),
+        ],
+    );
+    out
+}

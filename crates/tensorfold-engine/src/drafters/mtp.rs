@@ -1,0 +1,269 @@
+//! The MTP drafter's round: the head absorbs the target rows each stream kept (so its KV follows the kept path),
+//! then drafts a chain per stream by feeding its own output back, stopping early below a confidence threshold.
+//! While it does not draft for a stream, the kept rows wait in a bounded backlog instead.
+
+use std::time::Instant;
+use tensorfold_backend::{Backend, RowRef};
+use tensorfold_core::sampling::{draw, SamplingParams};
+use tensorfold_core::Result;
+use tensorfold_model::{Mtp, MtpSlot, Qwen35};
+
+/// Kept target rows the head has not absorbed yet: consecutive positions from `first_pos`, the token after each
+/// and its tap (final-normed hidden, `[rows, hidden]`).
+#[derive(Default)]
+pub(crate) struct Backlog {
+    pub first_pos: usize,
+    pub next: Vec<u32>,
+    pub hidden: Vec<f32>,
+}
+
+impl Backlog {
+    /// Appends the row at `pos`; a row that does not follow the last one starts the backlog over.
+    pub fn push(&mut self, pos: usize, next: u32, tap: &[f32]) {
+        if self.next.is_empty() || pos != self.first_pos + self.next.len() {
+            self.next.clear();
+            self.hidden.clear();
+            self.first_pos = pos;
+        }
+        self.next.push(next);
+        self.hidden.extend_from_slice(tap);
+    }
+    /// Keeps about the latest `rows` rows (the head then starts over after a gap, which costs drafts, not
+    /// tokens); trims only past twice that, so the copying stays amortised.
+    pub fn trim(&mut self, rows: usize) {
+        if self.next.len() <= 2 * rows {
+            return;
+        }
+        let drop = self.next.len() - rows;
+        if drop > 0 {
+            let h = self.hidden.len() / self.next.len();
+            self.next.drain(..drop);
+            self.hidden.drain(..drop * h);
+            self.first_pos += drop;
+        }
+    }
+}
+
+/// One stream's share of the head's round: the target rows it kept and what followed each.
+pub(crate) struct Absorb {
+    /// Position of the first row (the rows are consecutive).
+    pub first_pos: usize,
+    /// The taps of the rows, `[rows, hidden]`.
+    pub hidden: Vec<f32>,
+    /// The token after each row (the next row's, and for the last one the stream's pending token).
+    pub next: Vec<u32>,
+    /// Drafts wanted for the stream's next window (0 = absorb only).
+    pub drafts: usize,
+    /// The request's sampling: drafts are drawn with the target's own keyed noise at their positions, so a draft
+    /// that matches the target's distribution also matches its draw.
+    pub sampling: SamplingParams,
+    /// Drafts end at the first one whose probability under the head is below this.
+    pub min_prob: f32,
+}
+
+/// Probability of `token` under softmax(row / T) (T = 1 when greedy).
+fn probability(row: &[f32], token: u32, temperature: f32) -> f32 {
+    let t = if temperature > 0.0 { temperature } else { 1.0 };
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = row.iter().map(|&l| ((l - max) / t).exp()).sum();
+    ((row[token as usize] - max) / t).exp() / sum
+}
+
+struct Chain {
+    job: usize,
+    /// Position of the last absorbed row; chain row i sits at last + 1 + i.
+    last: usize,
+    drafts: Vec<u32>,
+    /// The head's output after each row so far: the `h` input of the chain rows.
+    hidden: Vec<f32>,
+    done: bool,
+}
+
+impl Chain {
+    /// Takes the head's next prediction (logits and output of the chain's newest row), or ends the chain.
+    fn push(&mut self, job: &Absorb, logits: &[f32], out: &[f32]) {
+        let pos = self.last + 2 + self.drafts.len();
+        let y = draw(logits, &job.sampling, pos as u64);
+        if probability(logits, y, job.sampling.temperature) < job.min_prob {
+            self.done = true;
+            return;
+        }
+        self.drafts.push(y);
+        self.hidden.extend_from_slice(out);
+        self.done = self.drafts.len() >= job.drafts;
+    }
+}
+
+/// Runs the head over every job (slot `j` of `slots` belongs to `jobs[j]`): absorbs and keeps the rows, then
+/// drafts. Returns each job's drafts and the seconds per head call (None when none ran).
+pub(crate) fn absorb_and_draft<B: Backend>(
+    model: &Qwen35<B>,
+    head: &Mtp<B>,
+    slots: &mut [&mut MtpSlot<B>],
+    jobs: &[Absorb],
+) -> Result<(Vec<Vec<u32>>, Option<f64>)> {
+    let h = model.config.hidden_size;
+    let vocab = model.config.vocab_size;
+    let (mut rows, mut tokens, mut hidden, mut out_rows) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut firsts = Vec::with_capacity(jobs.len());
+    for (j, job) in jobs.iter().enumerate() {
+        let first = rows.len();
+        firsts.push(first);
+        for (i, &next) in job.next.iter().enumerate() {
+            rows.push(RowRef::chain(j, job.first_pos, first, i));
+            tokens.push(next);
+        }
+        hidden.extend_from_slice(&job.hidden);
+        if job.drafts > 0 && !job.next.is_empty() {
+            out_rows.push(rows.len() - 1);
+        }
+    }
+    if rows.is_empty() {
+        return Ok((vec![Vec::new(); jobs.len()], None));
+    }
+    let started = Instant::now();
+    let out = head.forward(model, &rows, &tokens, &hidden, slots, &out_rows)?;
+    for (j, job) in jobs.iter().enumerate() {
+        let path: Vec<usize> = (firsts[j]..firsts[j] + job.next.len()).collect();
+        head.keep(&model.backend, slots[j], &path, job.first_pos)?;
+    }
+    let mut chains: Vec<Chain> = Vec::new();
+    for (j, job) in jobs.iter().enumerate() {
+        if job.drafts == 0 || job.next.is_empty() {
+            continue;
+        }
+        let k = chains.len();
+        let mut c = Chain {
+            job: j,
+            last: job.first_pos + job.next.len() - 1,
+            drafts: Vec::new(),
+            hidden: Vec::new(),
+            done: false,
+        };
+        c.push(
+            job,
+            &out.logits[k * vocab..(k + 1) * vocab],
+            &out.hidden[k * h..(k + 1) * h],
+        );
+        chains.push(c);
+    }
+    // Each step re-runs every pending chain row: drafts are never kept, and a slot forgets what it did not keep.
+    let mut steps = 1usize;
+    loop {
+        let active: Vec<usize> = (0..chains.len()).filter(|&c| !chains[c].done).collect();
+        if active.is_empty() {
+            break;
+        }
+        let (mut rows, mut tokens, mut hidden, mut out_rows) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for &c in &active {
+            let ch = &chains[c];
+            let first = rows.len();
+            for (i, &t) in ch.drafts.iter().enumerate() {
+                rows.push(RowRef::chain(ch.job, ch.last + 1, first, i));
+                tokens.push(t);
+            }
+            hidden.extend_from_slice(&ch.hidden);
+            out_rows.push(rows.len() - 1);
+        }
+        let out = head.forward(model, &rows, &tokens, &hidden, slots, &out_rows)?;
+        steps += 1;
+        for (k, &c) in active.iter().enumerate() {
+            let job = &jobs[chains[c].job];
+            chains[c].push(
+                job,
+                &out.logits[k * vocab..(k + 1) * vocab],
+                &out.hidden[k * h..(k + 1) * h],
+            );
+        }
+    }
+    let step_secs = Some(started.elapsed().as_secs_f64() / steps as f64);
+    let mut drafts = vec![Vec::new(); jobs.len()];
+    for c in chains {
+        drafts[c.job] = c.drafts;
+    }
+    Ok((drafts, step_secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backlog_keeps_the_latest_consecutive_rows() {
+        let mut b = Backlog::default();
+        for pos in 3..8 {
+            b.push(pos, pos as u32 * 10, &[pos as f32, 0.5]);
+        }
+        b.trim(3);
+        assert_eq!(b.next.len(), 5, "within twice the bound nothing moves");
+        b.trim(2);
+        assert_eq!((b.first_pos, b.next.clone()), (6, vec![60, 70]));
+        assert_eq!(b.hidden, vec![6.0, 0.5, 7.0, 0.5]);
+        b.push(9, 90, &[9.0, 0.5]);
+        assert_eq!((b.first_pos, b.next.len()), (9, 1), "a gap starts over");
+    }
+
+    fn fixture() -> Qwen35<tensorfold_backend::cpu::CpuBackend> {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/tiny-wrapper-bf16");
+        let ck = tensorfold_core::Checkpoint::open(&dir, |_, _| {}).expect("fixture opens");
+        Qwen35::load(&ck, Default::default()).expect("fixture binds")
+    }
+
+    #[test]
+    fn the_heads_state_after_absorbing_in_pieces_between_drafts_equals_absorbing_at_once() {
+        let m = fixture();
+        let head = m.mtp.as_ref().expect("the fixture has an MTP head");
+        let h = m.config.hidden_size;
+        // The plain path's taps: (position, token after it, tap) for 12 rows.
+        let seq: Vec<u32> = (0..13).map(|i| (i * 37 + 11) % 480).collect();
+        let mut slot = m.new_slot();
+        let rows: Vec<RowRef> = (0..12).map(|i| RowRef::chain(0, 0, 0, i)).collect();
+        let all: Vec<usize> = (0..12).collect();
+        let (_, taps) = m
+            .forward_taps(&rows, &seq[..12], &mut [&mut slot], &[], &all)
+            .unwrap();
+        let job = |from: usize, to: usize, drafts: usize| Absorb {
+            first_pos: from,
+            hidden: taps[from * h..to * h].to_vec(),
+            next: seq[from + 1..to + 1].to_vec(),
+            drafts,
+            sampling: SamplingParams::greedy(),
+            min_prob: 0.0,
+        };
+        // Pieces of 5, 1, 4, 2 rows, drafting chains of up to 3 in between (pending rows, never kept).
+        let mut pieces = head.new_slot(&m.backend);
+        for (from, to) in [(0, 5), (5, 6), (6, 10), (10, 12)] {
+            let (drafts, _) =
+                absorb_and_draft(&m, head, &mut [&mut pieces], &[job(from, to, 3)]).unwrap();
+            assert_eq!(drafts[0].len(), 3, "min_prob 0 drafts the whole chain");
+        }
+        let mut whole = head.new_slot(&m.backend);
+        let (drafts_whole, _) =
+            absorb_and_draft(&m, head, &mut [&mut whole], &[job(0, 12, 3)]).unwrap();
+        assert_eq!(pieces.next_pos, Some(12));
+        assert_eq!(whole.next_pos, Some(12));
+        // The next drafts from both states agree bit for bit (a probe row at position 12).
+        let probe = |slot: &mut MtpSlot<_>| {
+            let r = [RowRef::chain(0, 12, 0, 0)];
+            head.forward(&m, &r, &[5], &taps[11 * h..12 * h], &mut [slot], &[0])
+                .unwrap()
+                .logits
+        };
+        let (a, b) = (probe(&mut pieces), probe(&mut whole));
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+        // And the last piece's drafts equal the whole absorb's drafts.
+        let mut again = head.new_slot(&m.backend);
+        absorb_and_draft(&m, head, &mut [&mut again], &[job(0, 10, 0)]).unwrap();
+        let (drafts_last, _) =
+            absorb_and_draft(&m, head, &mut [&mut again], &[job(10, 12, 3)]).unwrap();
+        assert_eq!(drafts_last, drafts_whole);
+    }
+
+    #[test]
+    fn probability_is_the_softmax_of_the_tempered_row() {
+        let row = [0.0f32, (2.0f32).ln()];
+        assert!((probability(&row, 1, 0.0) - 2.0 / 3.0).abs() < 1e-6);
+        assert!((probability(&row, 0, 0.0) - 1.0 / 3.0).abs() < 1e-6);
+    }
+}

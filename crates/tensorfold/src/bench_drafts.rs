@@ -1,0 +1,180 @@
+//! `tensorfold bench --drafts`: drafted against plain decoding of three prompt kinds (a copy-heavy rewrite of a
+//! long code file, new code, prose), alternating in one run; tokens per round, tok/s both ways, token_sha equality.
+
+use anyhow::{anyhow, bail, Result};
+use std::path::Path;
+use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_core::sampling::token_sha;
+use tensorfold_core::tokenizer::TextTokenizer;
+use tensorfold_engine::{EngineConfig, EngineHandle, Event, Request, Usage};
+use tensorfold_model::Qwen35;
+
+/// The long code file of the rewrite prompt (any sizeable source file does).
+const CODE_FILE: &str = include_str!("../../tensorfold-engine/src/round.rs");
+
+struct Kind {
+    name: &'static str,
+    prompt: Vec<u32>,
+}
+
+/// The three prompts, as text through the checkpoint's tokenizer, else as synthetic ids of the same shape.
+fn kinds(dir: &Path, vocab: usize, rewrite_tokens: usize) -> Result<Vec<Kind>> {
+    let Some(tok) = TextTokenizer::from_dir(dir)? else {
+        let ids = |seed: u32, n: usize| -> Vec<u32> {
+            (0..n as u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % vocab.min(480) as u32)
+                .collect()
+        };
+        let file = ids(1, rewrite_tokens);
+        let mut rewrite = file.clone();
+        rewrite.extend_from_slice(&file[..16.min(file.len())]);
+        return Ok(vec![
+            Kind { name: "rewrite (copy-heavy)", prompt: rewrite },
+            Kind { name: "new code", prompt: ids(2, 48) },
+            Kind { name: "prose", prompt: ids(3, 48) },
+        ]);
+    };
+    // Cut the file to about `rewrite_tokens` tokens on a line boundary.
+    let mut file = String::new();
+    for line in CODE_FILE.lines() {
+        if tok.encode(&file)?.len() >= rewrite_tokens {
+            break;
+        }
+        file.push_str(line);
+        file.push('\n');
+    }
+    let first_line = file.lines().next().unwrap_or_default();
+    let rewrite = format!(
+        "Rewrite this file exactly as it is, line for line.\n\n```rust\n{file}```\n\nThe file again:\n\n```rust\n{first_line}\n"
+    );
+    let code = "Write a Rust function `fn median(xs: &mut [f64]) -> Option<f64>` with doc comments and tests.\n\n```rust\n";
+    let prose = "Write a short story about a lighthouse keeper who finds a message in a bottle.\n\n";
+    Ok(vec![
+        Kind { name: "rewrite (copy-heavy)", prompt: tok.encode(&rewrite)? },
+        Kind { name: "new code", prompt: tok.encode(code)? },
+        Kind { name: "prose", prompt: tok.encode(prose)? },
+    ])
+}
+
+struct Reply {
+    tokens: Vec<u32>,
+    usage: Usage,
+    decode_tok_s: f64,
+}
+
+fn reply(engine: &EngineHandle, prompt: &[u32], max_tokens: usize, draft: bool) -> Result<Reply> {
+    let mut req = Request::greedy(prompt.to_vec(), max_tokens);
+    req.ignore_eos = true;
+    req.draft = draft;
+    let mut rx = engine.submit(req).map_err(|e| anyhow!("{e}"))?;
+    let mut tokens = Vec::new();
+    while let Some(ev) = rx.blocking_recv() {
+        match ev {
+            Event::Token { id, .. } => tokens.push(id),
+            Event::Done {
+                usage,
+                first_token_secs,
+                total_secs,
+                ..
+            } => {
+                let decode = (total_secs - first_token_secs).max(1e-9);
+                return Ok(Reply {
+                    decode_tok_s: tokens.len().saturating_sub(1) as f64 / decode,
+                    tokens,
+                    usage,
+                });
+            }
+            Event::Error(e) => bail!("{e}"),
+        }
+    }
+    bail!("the engine closed the stream without Done")
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Runs the sweep: for each kind, `repeat` drafted and plain replies alternating (the order flips every repeat).
+pub fn bench_drafts(
+    model: Qwen35<CpuBackend>,
+    dir: &Path,
+    decode_tokens: usize,
+    rewrite_tokens: usize,
+    repeat: usize,
+) -> Result<()> {
+    let kinds = kinds(dir, model.config.vocab_size, rewrite_tokens)?;
+    let has_head = model.mtp.is_some();
+    println!(
+        "model: {} ({}), backend {}, MTP head: {}",
+        dir.display(),
+        model.format,
+        model.backend_name(),
+        if has_head { "yes" } else { "no" }
+    );
+    let longest = kinds.iter().map(|k| k.prompt.len()).max().unwrap_or(0);
+    let engine = tensorfold_engine::spawn(
+        model,
+        EngineConfig {
+            parallel: 1,
+            context: longest + decode_tokens,
+            prompt_cache_bytes: 0,
+            ..EngineConfig::default()
+        },
+    );
+    println!(
+        "greedy, {decode_tokens} tokens per reply, {repeat} drafted and {repeat} plain replies per kind, alternating; \
+         decode tok/s is the median"
+    );
+    println!("| prompt | prompt tokens | tokens per round | accepted / drafted | drafted tok/s | plain tok/s | drafted / plain | token_sha drafted | token_sha plain |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let mut unequal = 0;
+    for kind in &kinds {
+        let (mut fast, mut slow) = (Vec::new(), Vec::new());
+        let (mut shas_d, mut shas_p) = (Vec::new(), Vec::new());
+        let mut usage = Usage::default();
+        for rep in 0..repeat.max(1) {
+            for draft in [rep % 2 == 0, rep % 2 == 1] {
+                let r = reply(&engine, &kind.prompt, decode_tokens, draft)?;
+                if draft {
+                    fast.push(r.decode_tok_s);
+                    shas_d.push(token_sha(&r.tokens));
+                    usage = r.usage;
+                    usage.completion_tokens = r.tokens.len();
+                } else {
+                    slow.push(r.decode_tok_s);
+                    shas_p.push(token_sha(&r.tokens));
+                }
+            }
+        }
+        shas_d.dedup();
+        shas_p.dedup();
+        if shas_d != shas_p || shas_d.len() != 1 {
+            unequal += 1;
+        }
+        let (d, p) = (median(fast), median(slow));
+        println!(
+            "| {} | {} | {:.2} | {} / {} | {:.1} | {:.1} | {:.2}× | {} | {} |",
+            kind.name,
+            kind.prompt.len(),
+            usage.completion_tokens as f64 / usage.rounds.max(1) as f64,
+            usage.accepted,
+            usage.drafted,
+            d,
+            p,
+            d / p.max(1e-9),
+            shas_d.join(" "),
+            shas_p.join(" "),
+        );
+    }
+    let stats = engine.stats();
+    engine.shutdown();
+    println!(
+        "engine: {} rounds, {} drafted, {} accepted",
+        stats.rounds_total, stats.drafted_total, stats.accepted_total
+    );
+    if unequal > 0 {
+        bail!("{unequal} prompt kinds gave different tokens drafted and plain");
+    }
+    Ok(())
+}
