@@ -232,6 +232,8 @@ def main() -> int:
     import transformers
 
     d = ROOT / "models" / args.name
+    dm = ROOT / "models" / f"{args.name}-mlx-4bit"
+    readmes = {x: (x / "README.md").read_text() for x in (d, dm) if (x / "README.md").exists()}  # hand-written
     if d.exists():
         shutil.rmtree(d)
     d.mkdir(parents=True)
@@ -277,7 +279,6 @@ def main() -> int:
         print("transformers greedy", json.dumps(p), "->", json.dumps(s))
 
     # MLX 4-bit
-    dm = ROOT / "models" / f"{args.name}-mlx-4bit"
     mlx_convert(d, dm)
     for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
         shutil.copyfile(d / f, dm / f)
@@ -293,6 +294,9 @@ def main() -> int:
     info_m["exercises"] = ["mlx-lm 4-bit gs64 conversion of the shipped built-in model (no mtp.*)"]
     finish(dm, info_m)
     print(f"[{dm.name}] checks {json.dumps(info_m['checks'])}")
+
+    for x, text in readmes.items():
+        (x / "README.md").write_text(text)
 
     # training records
     rd = HERE / "run"

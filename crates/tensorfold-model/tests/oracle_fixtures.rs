@@ -109,8 +109,11 @@ fn check_fixture(dir: &Path) -> Outcome {
 
 #[test]
 fn every_fixture_matches_its_float64_reference() {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
-        .expect("fixtures dir")
+    let root = fixtures_dir().join("..");
+    let mut dirs: Vec<PathBuf> = ["fixtures", "models"]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(root.join(d)).ok())
+        .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.join("reference.safetensors").is_file())
         .collect();
@@ -124,7 +127,11 @@ fn every_fixture_matches_its_float64_reference() {
     let mut failures = Vec::new();
     for dir in &dirs {
         let o = check_fixture(dir);
-        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let name = format!(
+            "{}/{}",
+            dir.parent().unwrap().file_name().unwrap().to_string_lossy(),
+            dir.file_name().unwrap().to_string_lossy()
+        );
         println!(
             "| {name} | {:.2e} | {} | {} |",
             o.max_diff, o.equal_greedy, o.comparable

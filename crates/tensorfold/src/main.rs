@@ -39,12 +39,13 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
-/// The checkpoint used when no `--model` is given: the committed tiny fixture until the built-in model exists.
+/// The checkpoint used when no `--model` is given: `TENSORFOLD_MODEL`, else the built-in model shipped in the
+/// repository (`models/tensorfold-coder-tiny`).
 pub fn default_model_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("TENSORFOLD_MODEL") {
         return PathBuf::from(dir);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tiny-wrapper-bf16")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/tensorfold-coder-tiny")
 }
 
 fn main() {
