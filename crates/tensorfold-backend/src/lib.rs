@@ -125,6 +125,8 @@ pub trait Backend: Send + Sync + 'static {
     fn select_rows(&self, x: &Self::Act, rows: &[usize]) -> Self::Act;
     /// Conv + SiLU, q/k L2 norm, beta/decay gates, the delta rule (stepping each slot's state row by row) and
     /// the gated RMSNorm; returns `[rows, value_heads·value_dim]` ready for out_proj.
+    // One fused op on purpose (DESIGN.md §2: conv + gates + scan + gated norm in one kernel), hence its inputs.
+    #[allow(clippy::too_many_arguments)]
     fn gated_deltanet(
         &self,
         p: &LinearParams<Self>,

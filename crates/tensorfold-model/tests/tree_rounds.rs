@@ -123,11 +123,10 @@ proptest! {
         let all: Vec<usize> = (0..rows.len()).collect();
         let logits = m.forward(&rows, &tokens, &mut [&mut s1, &mut s2], &all).unwrap();
         for (tree, at, p) in [(&t1, &at1, &prompt), (&t2, &at2, &prompt2)] {
-            for node in 0..tree.parents.len() {
+            for (node, &r) in at.iter().enumerate() {
                 let mut seq = p.clone();
                 seq.extend(path_of(tree, node).iter().map(|&n| tree.tokens[n]));
                 let want = plain(m, &seq).pop().unwrap();
-                let r = at[node];
                 prop_assert!(bits_equal(&logits[r * vocab..(r + 1) * vocab], &want), "node {} of {:?}", node, tree);
             }
         }

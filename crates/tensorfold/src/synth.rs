@@ -252,8 +252,11 @@ fn bf16_bytes(values: impl Iterator<Item = f32>) -> Vec<u8> {
         .collect()
 }
 
+/// A tensor ready to write: (name, safetensors dtype, shape, little-endian bytes).
+type StoredTensor = (String, &'static str, Vec<usize>, Vec<u8>);
+
 /// The stored tensors of one planned entry: (name, dtype, shape, bytes).
-fn materialize(p: &Planned, noise: &mut Noise) -> Vec<(String, &'static str, Vec<usize>, Vec<u8>)> {
+fn materialize(p: &Planned, noise: &mut Noise) -> Vec<StoredTensor> {
     let n: usize = p.shape.iter().product();
     let std = match p.shape.last() {
         Some(&cols) => 1.0 / (cols as f32).sqrt(),
@@ -322,7 +325,7 @@ fn write_shard(
         offset += len;
     }
     let mut text = serde_json::Value::Object(header).to_string();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(' ');
     }
     let file =
@@ -353,12 +356,12 @@ pub fn synth(args: SynthArgs) -> Result<()> {
     let planned = plan(&d, layers, mlx);
     // Materialize lazily in plan order, grouping into shards by stored size.
     let mut noise = Noise(args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let mut shards: Vec<Vec<(String, &'static str, Vec<usize>, Vec<u8>)>> = vec![Vec::new()];
+    let mut shards: Vec<Vec<StoredTensor>> = vec![Vec::new()];
     let mut shard_bytes = 0usize;
     let mut weight_map = serde_json::Map::new();
     let mut total = 0usize;
     let flush =
-        |idx: usize, tensors: &[(String, &'static str, Vec<usize>, Vec<u8>)]| -> Result<String> {
+        |idx: usize, tensors: &[StoredTensor]| -> Result<String> {
             let name = format!("model-{:05}.safetensors", idx + 1);
             let meta: Vec<_> = tensors
                 .iter()

@@ -63,7 +63,7 @@ fn edit_header(path: &Path, edit: impl FnOnce(&mut serde_json::Map<String, serde
         serde_json::from_slice(&bytes[8..8 + n]).unwrap();
     edit(&mut header);
     let mut text = serde_json::Value::Object(header).to_string();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(' ');
     }
     let mut out = (text.len() as u64).to_le_bytes().to_vec();

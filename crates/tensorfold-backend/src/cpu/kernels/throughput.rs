@@ -1,5 +1,5 @@
 //! Ignored throughput report for `project`: decode GB/s against this machine's read bandwidth, prefill GFLOP/s;
-//! run with `cargo test --release -p tensorfold-backend --lib throughput -- --ignored --nocapture`.
+//! run with `cargo test --release -p tensorfold-backend --lib decode_and_prefill_throughput_report -- --ignored --nocapture`.
 
 use super::tests::{Kind, Rng};
 use super::{project, simd_level};
@@ -181,15 +181,21 @@ fn decode_and_prefill_throughput_report() {
 }
 
 #[test]
-#[ignore = "profiling target: one core, a 4-bit prefill call in a loop"]
-fn one_core_affine_prefill_loop() {
+#[ignore = "profiling target: one core, 4-bit g64 calls in a loop (TF_PROF_N x rows; TF_PROF_COLD=1 streams from DRAM)"]
+fn one_core_affine_loop() {
     let mut rng = Rng::new(2);
-    let (rows, cols, n) = (256, 3584, 16);
+    let n: usize = std::env::var("TF_PROF_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    let cold = std::env::var("TF_PROF_COLD").is_ok();
+    let (rows, cols) = (if cold { 1024 } else { 256 }, 3584);
     let kind = Kind::Affine {
         bits: 4,
         gs: 64,
         sdt: DenseDType::BF16,
     };
+    let pool = if cold { pool(&mut rng) } else { Vec::new() };
     let m = super::tests::TestMatrix::new(kind, rows, cols, &mut rng);
     let x = rng.vec(n * cols);
     let mut y = vec![0f32; n * rows];
@@ -197,6 +203,20 @@ fn one_core_affine_prefill_loop() {
         .num_threads(1)
         .build()
         .expect("pool");
-    let t = one.install(|| time(3.0, |_| project(&x, n, &m.view(), &mut y)));
-    println!("{:.1} GFLOP/s", 2.0 * (n * rows * cols) as f64 / t / 1e9);
+    let t = one.install(|| {
+        time(3.0, |i| {
+            if cold {
+                let (w, _) = view(&pool, kind, rows, cols, i);
+                project(&x, n, &w, &mut y)
+            } else {
+                project(&x, n, &m.view(), &mut y)
+            }
+        })
+    });
+    let bytes = m.view().stored_bytes() as f64;
+    println!(
+        "{:.1} GFLOP/s, {:.1} GB/s",
+        2.0 * (n * rows * cols) as f64 / t / 1e9,
+        bytes / t / 1e9
+    );
 }
