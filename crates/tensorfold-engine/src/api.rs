@@ -214,7 +214,7 @@ impl Default for EngineConfig {
             mtp_min_prob: 0.1,
             max_round_rows: 96,
             plan_widths: true,
-            mtp_history: 1024,
+            mtp_history: 256,
         }
     }
 }

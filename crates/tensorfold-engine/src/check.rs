@@ -59,34 +59,38 @@ pub fn suite_requests(vocab_limit: u32, max_tokens: usize) -> Vec<Request> {
         .collect()
 }
 
-/// Copy-heavy requests: prompts that repeat a segment, so a context copy applies from the first window.
-pub fn copy_requests(vocab_limit: u32, max_tokens: usize) -> Vec<Request> {
-    [10usize, 16, 7, 24]
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| {
-            let seg: Vec<u32> = (0..n as u32)
-                .map(|j| (j * 193 + 7 + i as u32 * 31) % vocab_limit)
-                .collect();
-            let mut prompt = Vec::new();
-            for _ in 0..3 {
-                prompt.extend_from_slice(&seg);
-            }
-            prompt.extend_from_slice(&seg[..n / 2]);
-            let mut r = Request::greedy(prompt, max_tokens);
-            r.ignore_eos = true;
-            if i % 2 == 1 {
-                r.sampling = SamplingParams {
-                    temperature: 0.7,
-                    top_k: 20,
-                    top_p: 0.9,
-                    min_p: 0.0,
-                    seed: 77 + i as u64,
-                };
-            }
-            r
-        })
-        .collect()
+/// Copy-heavy requests: prompts that repeat a segment, and one that holds `a, t` for every token t after its
+/// last token a, so that whatever the model draws first, a context copy (two-token match) has something to copy.
+pub fn copy_requests(vocab_limit: u32, vocab: u32, max_tokens: usize) -> Vec<Request> {
+    let a = 7 % vocab_limit;
+    // (Up to 512 ids: enough for the fixtures' whole vocabulary, short enough for any model.)
+    let mut every: Vec<u32> = (0..vocab.min(512)).flat_map(|t| [a, t]).collect();
+    every.push(a);
+    let mut every = Request::greedy(every, max_tokens);
+    every.ignore_eos = true;
+    let repeats = [10usize, 16, 7, 24].iter().enumerate().map(|(i, &n)| {
+        let seg: Vec<u32> = (0..n as u32)
+            .map(|j| (j * 193 + 7 + i as u32 * 31) % vocab_limit)
+            .collect();
+        let mut prompt = Vec::new();
+        for _ in 0..3 {
+            prompt.extend_from_slice(&seg);
+        }
+        prompt.extend_from_slice(&seg[..n / 2]);
+        let mut r = Request::greedy(prompt, max_tokens);
+        r.ignore_eos = true;
+        if i % 2 == 1 {
+            r.sampling = SamplingParams {
+                temperature: 0.7,
+                top_k: 20,
+                top_p: 0.9,
+                min_p: 0.0,
+                seed: 77 + i as u64,
+            };
+        }
+        r
+    });
+    repeats.chain([every]).collect()
 }
 
 /// The plain reply: the request alone, whole prompt in one round, then one row per token, no drafts.
@@ -177,13 +181,13 @@ impl Drafter for OracleDrafter {
                 break;
             }
             let right = truth.get(d).copied().unwrap_or(7);
-            let right_ok = mode != 0 && (d < depth / 2 + 1 || self.next() % 3 != 0);
+            let right_ok = mode != 0 && (d < depth / 2 + 1 || !self.next().is_multiple_of(3));
             let main = if right_ok {
                 right
             } else {
                 wrong(right, self.next())
             };
-            if self.trees && tree.len() + 1 < max_nodes && self.next() % 2 == 0 {
+            if self.trees && tree.len() + 1 < max_nodes && self.next().is_multiple_of(2) {
                 // A sibling first; adversarial mode puts the right token second.
                 let sib = wrong(right, self.next());
                 tree.parents.push(parent);
@@ -229,7 +233,11 @@ pub fn equality_suite<B: Backend>(
     let vocab_limit = (reference_model.config.vocab_size as u32).min(480);
     let max_tokens = if quick { 12 } else { 24 };
     let reqs = suite_requests(vocab_limit, max_tokens);
-    let copy_reqs = copy_requests(vocab_limit, max_tokens);
+    let copy_reqs = copy_requests(
+        vocab_limit,
+        reference_model.config.vocab_size as u32,
+        max_tokens,
+    );
     let mut replies = HashMap::new();
     for r in reqs.iter().chain(&copy_reqs) {
         replies.insert(r.prompt.clone(), plain_reply(&reference_model, r)?);
@@ -330,7 +338,10 @@ pub fn equality_suite<B: Backend>(
         let got = engine_replies(load()?, cfg, &all)?;
         for (i, (r, (toks, usage))) in all.iter().zip(&got).enumerate() {
             record(
-                format!("drafted {kind}{head} req {i}"),
+                format!(
+                    "drafted {kind}{} req {i}",
+                    if kind.contains("mtp") { head } else { "" }
+                ),
                 r,
                 toks,
                 format!(

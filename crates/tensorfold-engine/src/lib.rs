@@ -6,8 +6,8 @@ pub mod check;
 pub mod drafters;
 pub mod generate;
 pub mod penalties;
-pub mod prompt_cache;
 mod plan;
+pub mod prompt_cache;
 mod round;
 pub mod scheduler;
 

@@ -1,6 +1,7 @@
-//! Window planning: how many MTP drafts a stream's next window gets, chosen from measured round costs and the
-//! stream's acceptance so far to maximise expected tokens per second, and the cap on a shared round's rows.
+//! Window planning: how wide a stream's next window is (copy or MTP drafts), chosen from measured round costs and
+//! how the stream's drafts land to maximise expected tokens per second; probes for idle sources; the round cap.
 
+use crate::drafters::mtp::Backlog;
 use crate::drafters::DraftTree;
 
 /// Round costs are measured per total row count up to this many rows.
@@ -93,7 +94,11 @@ impl Planner {
     /// from the nearest (flat when nothing says otherwise, so untried widths get tried).
     pub fn round_cost(&self, rows: usize) -> Option<f64> {
         let rows = rows.clamp(1, MEASURED_ROWS);
-        let floor = self.round_secs[1..rows].iter().flatten().copied().fold(0.0, f64::max);
+        let floor = self.round_secs[1..rows]
+            .iter()
+            .flatten()
+            .copied()
+            .fold(0.0, f64::max);
         self.estimate(rows).map(|c| c.max(floor))
     }
 
@@ -150,6 +155,68 @@ impl Planner {
     }
 }
 
+/// Per-stream drafting state the planner reads and the rounds update.
+pub(crate) struct Drafting {
+    pub copy_accept: Acceptance,
+    pub mtp_accept: Acceptance,
+    /// Kept rows the head has not absorbed (it absorbs only while it drafts for this stream).
+    pub backlog: Backlog,
+    /// When the planner last let a copy, or the head, draft (a probe follows after a while).
+    pub copy_idle: Idle,
+    pub mtp_idle: Idle,
+}
+
+impl Drafting {
+    /// A new stream's state, its acceptance priors taken from how drafts landed for earlier streams.
+    pub fn new(planner: &Planner) -> Self {
+        Drafting {
+            copy_accept: planner.copy_accept.as_prior(),
+            mtp_accept: planner.mtp_accept.as_prior(),
+            backlog: Backlog::default(),
+            copy_idle: Idle::default(),
+            mtp_idle: Idle::default(),
+        }
+    }
+}
+
+/// Windows a source sits out before one probe window re-measures how its drafts land; each probe that does not
+/// bring the source back doubles the wait, up to `PROBE_MAX`.
+const PROBE_EVERY: usize = 16;
+const PROBE_MAX: usize = 256;
+
+/// How long a source has sat out, and how long it waits before the next probe.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Idle {
+    windows: usize,
+    wait: usize,
+}
+
+impl Default for Idle {
+    fn default() -> Self {
+        Idle {
+            windows: 0,
+            wait: PROBE_EVERY,
+        }
+    }
+}
+
+impl Idle {
+    /// The planned width, or after a long enough wait at zero a probe of `probe_width`.
+    pub fn width(&mut self, planned: usize, probe_width: usize) -> usize {
+        if planned > 0 {
+            *self = Idle::default();
+            return planned;
+        }
+        self.windows += 1;
+        if self.windows < self.wait {
+            return 0;
+        }
+        self.windows = 0;
+        self.wait = (self.wait * 2).min(PROBE_MAX);
+        probe_width
+    }
+}
+
 /// Trims the windows' draft trees so that all windows together hold at most `max_rows` rows (each window's
 /// pending row included), sharing the budget evenly and giving what a small tree leaves to the larger ones.
 pub(crate) fn cap_trees(trees: &mut [Option<DraftTree>], max_rows: usize) {
@@ -186,7 +253,11 @@ mod tests {
         assert_eq!(lens, vec![Some(2), Some(5), None, Some(5)]);
         let mut small = vec![chain(3), chain(4)];
         cap_trees(&mut small, 64);
-        assert_eq!(small[1].as_ref().map(|t| t.len()), Some(4), "under the cap nothing changes");
+        assert_eq!(
+            small[1].as_ref().map(|t| t.len()),
+            Some(4),
+            "under the cap nothing changes"
+        );
     }
 
     #[test]
@@ -205,7 +276,10 @@ mod tests {
         }
         assert_eq!(flat.width(0.3, 0, 6, 0.0), 6);
         flat.record_mtp_step(0.5);
-        assert!(flat.width(0.3, 0, 6, flat.mtp_step()) < 6, "expensive drafting steps shorten chains");
+        assert!(
+            flat.width(0.3, 0, 6, flat.mtp_step()) < 6,
+            "expensive drafting steps shorten chains"
+        );
     }
 
     #[test]

@@ -3,10 +3,10 @@
 //! draw), its accepted path kept, the drawn tokens streamed out, and the next windows drafted.
 
 use crate::api::{Event, FinishReason, Request, TokenLogprob, Usage};
-use crate::drafters::mtp::{absorb_and_draft, Absorb, Backlog};
+use crate::drafters::mtp::{absorb_and_draft, Absorb};
 use crate::drafters::{DraftTree, Drafter};
 use crate::penalties::apply_penalties;
-use crate::plan::{cap_trees, Acceptance, Planner};
+use crate::plan::{cap_trees, Drafting, Planner};
 use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
 use tensorfold_core::sampling::draw;
@@ -43,75 +43,6 @@ pub(crate) struct Stream<B: Backend> {
     pub drafting: Drafting,
 }
 
-/// Per-stream drafting state the planner reads and the rounds update.
-pub(crate) struct Drafting {
-    pub copy_accept: Acceptance,
-    pub mtp_accept: Acceptance,
-    /// Kept rows the head has not absorbed (it absorbs only while it drafts for this stream).
-    pub backlog: Backlog,
-    /// When the planner last let a copy, or the head, draft (a probe follows after a while).
-    pub copy_idle: Idle,
-    pub mtp_idle: Idle,
-    /// Collect taps of this stream's next window (the head may absorb it).
-    pub taps: bool,
-}
-
-impl Drafting {
-    /// A new stream's state, its acceptance priors taken from how drafts landed for earlier streams.
-    pub fn new(planner: &Planner) -> Self {
-        Drafting {
-            copy_accept: planner.copy_accept.as_prior(),
-            mtp_accept: planner.mtp_accept.as_prior(),
-            backlog: Backlog::default(),
-            copy_idle: Idle::default(),
-            mtp_idle: Idle::default(),
-            taps: true,
-        }
-    }
-}
-
-/// Windows a source sits out before one probe window re-measures how its drafts land; each probe that does not
-/// bring the source back doubles the wait, up to `PROBE_MAX`.
-const PROBE_EVERY: usize = 16;
-const PROBE_MAX: usize = 256;
-
-/// How long a source has sat out, and how long it waits before the next probe.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Idle {
-    windows: usize,
-    wait: usize,
-}
-
-impl Default for Idle {
-    fn default() -> Self {
-        Idle {
-            windows: 0,
-            wait: PROBE_EVERY,
-        }
-    }
-}
-
-impl Idle {
-    /// The planned width, or after a long enough wait at zero a probe of `probe_width`.
-    fn width(&mut self, planned: usize, probe_width: usize) -> usize {
-        if planned > 0 {
-            *self = Idle::default();
-            return planned;
-        }
-        self.windows += 1;
-        if self.windows < self.wait {
-            return 0;
-        }
-        self.windows = 0;
-        self.wait = (self.wait * 2).min(PROBE_MAX);
-        probe_width
-    }
-    /// The next window may be a probe.
-    fn probing_next(&self) -> bool {
-        self.windows + 1 >= self.wait
-    }
-}
-
 impl<B: Backend> Stream<B> {
     fn generated(&self) -> &[u32] {
         &self.tokens[self.req.prompt.len()..]
@@ -120,6 +51,9 @@ impl<B: Backend> Stream<B> {
         self.slot.len < self.req.prompt.len()
     }
 }
+
+/// Rows of its backlog an idle head absorbs for a probe draft.
+const PROBE_ROWS: usize = 32;
 
 /// What a stream put into the round.
 enum Part {
@@ -274,7 +208,7 @@ pub(crate) fn run_round<B: Backend>(
         if st.mtp.is_some() && plan.max_draft > 0 {
             let span = match *part {
                 Part::Prompt { first, n, .. } => first..first + n,
-                Part::Window { first, n } if st.drafting.taps => first..first + n,
+                Part::Window { first, n } => first..first + n,
                 _ => 0..0,
             };
             for r in span {
@@ -354,17 +288,26 @@ fn draft_next<B: Backend>(
         .count()
         .saturating_sub(1);
     let h = model.config.hidden_size;
+    let head_pays = planner.width(
+        planner.mtp_accept.rate(),
+        0,
+        plan.mtp_depth,
+        planner.mtp_step(),
+    ) > 0;
     let mut jobs = Vec::new();
     let mut job_streams = Vec::new();
     for (si, st) in live.iter_mut().enumerate() {
         if st.finished.is_some() {
             continue;
         }
-        let mut want_mtp = 0;
+        let (mut want_mtp, mut probing) = (0, false);
         let decoding = st.pending.is_some() && !st.prefilling();
         let dr = &mut st.drafting;
         if decoding {
-            let left = st.req.max_tokens.saturating_sub(st.tokens.len() - st.req.prompt.len());
+            let left = st
+                .req
+                .max_tokens
+                .saturating_sub(st.tokens.len() - st.req.prompt.len());
             let max = plan.max_draft.min(left.saturating_sub(1));
             let mut copy = match st.drafter.as_mut() {
                 Some(d) if max > 0 => d.propose(&st.tokens, max).sanitized(max),
@@ -379,6 +322,7 @@ fn draft_next<B: Backend>(
             if copy.is_empty() && st.mtp.is_some() && depth > 0 {
                 want_mtp = if plan.plan_widths {
                     let w = planner.width(dr.mtp_accept.rate(), others, depth, planner.mtp_step());
+                    probing = w == 0;
                     dr.mtp_idle.width(w, 1)
                 } else {
                     depth
@@ -386,12 +330,11 @@ fn draft_next<B: Backend>(
             }
             st.next = Some((copy, Source::Copy));
         }
-        // Taps for the next window only when the head may absorb it: drafting now or probing soon.
-        dr.taps = want_mtp > 0 || dr.mtp_idle.probing_next();
         let Some(slot) = st.mtp.as_mut() else {
             continue;
         };
-        // Every tapped kept row whose next token is known (all of them while the stream runs) waits for the head.
+        // Every kept row whose next token is known (all of them while the stream runs) waits for the head; an
+        // idle head absorbs its backlog in one call when it drafts again (cheaper than a call per round).
         for &r in &kept[si] {
             let (pos, t) = (rows[r].pos, tap_at[r]);
             if pos + 1 < st.tokens.len() && t != usize::MAX {
@@ -399,9 +342,19 @@ fn draft_next<B: Backend>(
                     .push(pos, st.tokens[pos + 1], &taps[t * h..(t + 1) * h]);
             }
         }
-        if want_mtp == 0 || dr.backlog.next.is_empty() {
+        // Prompt rows are absorbed as they are computed (part of prefill, not of the first drafted window) while
+        // the head pays on this engine; otherwise they wait in the backlog like idle rows.
+        let prompt = head_pays
+            && kept[si]
+                .last()
+                .is_some_and(|&r| rows[r].pos < st.req.prompt.len());
+        if (want_mtp == 0 && !prompt) || dr.backlog.next.is_empty() {
             dr.backlog.trim(plan.mtp_history);
             continue;
+        }
+        if probing {
+            // A probe only measures: it absorbs the latest rows, not the whole backlog.
+            dr.backlog.trim(PROBE_ROWS / 2);
         }
         let b = std::mem::take(&mut dr.backlog);
         if slot.next_pos != Some(b.first_pos) {
@@ -437,8 +390,12 @@ fn draft_next<B: Backend>(
         planner.record_mtp_step(s);
     }
     for (j, chain) in drafts.into_iter().enumerate() {
-        if !chain.is_empty() {
-            live[job_streams[j]].next = Some((DraftTree::chain(chain), Source::Mtp));
+        let st = &mut live[job_streams[j]];
+        if chain.is_empty() {
+            // The head was not confident enough to draft: as good as a miss for planning.
+            st.drafting.mtp_accept.record(1, 0);
+        } else {
+            st.next = Some((DraftTree::chain(chain), Source::Mtp));
         }
     }
     Ok(())

@@ -2,8 +2,8 @@
 //! prompt cache when a prefix is cached), runs rounds over every live stream, retires finished ones.
 
 use crate::api::{EngineConfig, Event, FinishReason, Request, Stats, SubmitError, Usage};
-use crate::prompt_cache::PromptCache;
 use crate::plan::Planner;
+use crate::prompt_cache::PromptCache;
 use crate::round::{run_round, RoundPlan, Stream};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
@@ -254,9 +254,7 @@ impl<B: Backend> Engine<B> {
             let drafts = self.cfg.drafts && req.draft;
             let drafter = drafts.then(|| self.cfg.drafter.build());
             // The MTP head's KV takes pages from the same pool: it drafts only when they can be reserved too.
-            let head_need = self
-                .pages
-                .head_pages_for(req.prompt.len() + req.max_tokens);
+            let head_need = self.pages.head_pages_for(req.prompt.len() + req.max_tokens);
             let mtp = match &self.model.mtp {
                 Some(head)
                     if drafts
@@ -283,7 +281,7 @@ impl<B: Backend> Engine<B> {
                 finished: None,
                 mtp,
                 next: None,
-                drafting: crate::round::Drafting::new(&self.planner),
+                drafting: crate::plan::Drafting::new(&self.planner),
             });
         }
     }
@@ -300,10 +298,8 @@ impl<B: Backend> Engine<B> {
                 .into_iter()
                 .filter(|&m| m > 0),
         );
-        if self.cfg.cache_every > 0 {
-            marks.extend(
-                (1..=st.req.prompt.len() / self.cfg.cache_every).map(|i| i * self.cfg.cache_every),
-            );
+        if let Some(n) = st.req.prompt.len().checked_div(self.cfg.cache_every) {
+            marks.extend((1..=n).map(|i| i * self.cfg.cache_every));
         }
         marks
     }

@@ -11,11 +11,18 @@ use tensorfold_model::Qwen35;
 
 fn model(pages: usize) -> Qwen35<CpuBackend> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tiny-wrapper-bf16");
-    Qwen35::load(&Checkpoint::open(&dir, |_, _| {}).unwrap(), CpuBackend::with_kv_pages(pages)).unwrap()
+    Qwen35::load(
+        &Checkpoint::open(&dir, |_, _| {}).unwrap(),
+        CpuBackend::with_kv_pages(pages),
+    )
+    .unwrap()
 }
 
 fn request(n: usize, max_tokens: usize) -> Request {
-    let mut r = Request::greedy((0..n as u32).map(|i| (i * 13 + 1) % 480).collect(), max_tokens);
+    let mut r = Request::greedy(
+        (0..n as u32).map(|i| (i * 13 + 1) % 480).collect(),
+        max_tokens,
+    );
     r.ignore_eos = true;
     r
 }
@@ -25,7 +32,9 @@ fn a_request_that_can_never_fit_the_kv_pool_is_refused_up_front() {
     // The fixture has 2 attention layers; 8 pages hold 4 pages (64 positions) per layer.
     let engine = spawn(model(8), EngineConfig::default());
     match engine.submit(request(40, 40)) {
-        Err(e @ SubmitError::KvCapacity { .. }) => assert!(e.to_string().contains("KV pages"), "{e}"),
+        Err(e @ SubmitError::KvCapacity { .. }) => {
+            assert!(e.to_string().contains("KV pages"), "{e}")
+        }
         other => panic!("expected KvCapacity, got {other:?}"),
     }
     let (tokens, _) = collect(engine.submit(request(10, 20)).unwrap()).unwrap();
@@ -36,7 +45,13 @@ fn a_request_that_can_never_fit_the_kv_pool_is_refused_up_front() {
 #[test]
 fn requests_that_fit_only_one_at_a_time_wait_and_both_finish() {
     let m = model(8);
-    let engine = spawn(m, EngineConfig { parallel: 4, ..EngineConfig::default() });
+    let engine = spawn(
+        m,
+        EngineConfig {
+            parallel: 4,
+            ..EngineConfig::default()
+        },
+    );
     let a = engine.submit(request(30, 30)).unwrap();
     let b = engine.submit(request(30, 30)).unwrap();
     let (ta, _) = collect(a).unwrap();
@@ -51,7 +66,13 @@ fn dropping_the_receiver_cancels_the_stream_and_returns_its_pages() {
     let probe = backend.clone();
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tiny-wrapper-bf16");
     let m = Qwen35::load(&Checkpoint::open(&dir, |_, _| {}).unwrap(), backend).unwrap();
-    let engine = spawn(m, EngineConfig { prompt_cache_bytes: 0, ..EngineConfig::default() });
+    let engine = spawn(
+        m,
+        EngineConfig {
+            prompt_cache_bytes: 0,
+            ..EngineConfig::default()
+        },
+    );
     let mut rx = engine.submit(request(20, 400)).unwrap();
     // Read a couple of tokens, then walk away.
     for _ in 0..2 {
@@ -68,17 +89,30 @@ fn dropping_the_receiver_cancels_the_stream_and_returns_its_pages() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert_eq!(probe.kv_pages().2, 0, "every page returned to the pool while the engine runs");
+    assert_eq!(
+        probe.kv_pages().2,
+        0,
+        "every page returned to the pool while the engine runs"
+    );
     assert_eq!(engine.stats().requests_running, 0);
     engine.shutdown();
 }
 
 #[test]
 fn a_prompt_longer_than_the_context_is_refused_with_context_length() {
-    let engine = spawn(model(1 << 20), EngineConfig { context: 32, ..EngineConfig::default() });
+    let engine = spawn(
+        model(1 << 20),
+        EngineConfig {
+            context: 32,
+            ..EngineConfig::default()
+        },
+    );
     match engine.submit(request(30, 10)) {
         Err(e @ SubmitError::ContextLength { .. }) => {
-            assert!(e.to_string().contains("maximum context length is 32"), "{e}")
+            assert!(
+                e.to_string().contains("maximum context length is 32"),
+                "{e}"
+            )
         }
         other => panic!("expected ContextLength, got {other:?}"),
     }

@@ -1,5 +1,6 @@
-//! The four equalities through the real engine on committed fixtures: drafted (chains and trees, random and
-//! adversarial), concurrent, chunked and resumed replies all equal the plain reply, greedy and sampled.
+//! The four equalities through the real engine on committed fixtures: drafted (oracle chains and trees, random
+//! and adversarial; context copies; the MTP head; both as planned by default), concurrent, chunked and resumed
+//! replies all equal the plain reply, greedy and sampled.
 
 use std::path::PathBuf;
 use tensorfold_backend::cpu::CpuBackend;
@@ -31,6 +32,33 @@ fn assert_suite_passes(name: &'static str) {
         })
         .sum();
     assert!(accepted > 20, "{name}: drafts were accepted ({accepted})");
+    // The real drafters must really have drafted: copies on every fixture, the head where there is one.
+    let drafted = |prefix: &str| -> usize {
+        results
+            .iter()
+            .filter(|r| r.name.starts_with(prefix) && !r.name.contains("(no head)"))
+            .filter_map(|r| {
+                r.note
+                    .split('/')
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse::<usize>()
+                    .ok()
+            })
+            .sum()
+    };
+    assert!(
+        drafted("drafted copies ") > 0,
+        "{name}: copies were drafted"
+    );
+    if name == "tiny-wrapper-bf16" {
+        assert!(drafted("drafted mtp ") > 50, "{name}: the MTP head drafted");
+        assert!(
+            drafted("drafted mtp alone ") > 20,
+            "{name}: the MTP head drafted alone"
+        );
+    }
     assert!(results
         .iter()
         .any(|r| r.name.starts_with("resumed") && r.pass()));

@@ -76,7 +76,10 @@ fn split_columns(m: &StoredMatrix, from: usize, to: usize) -> Result<StoredMatri
             cols,
         } => {
             let gs = *group_size;
-            if from % gs != 0 || to % gs != 0 || (from * *bits as usize) % 32 != 0 {
+            if !from.is_multiple_of(gs)
+                || !to.is_multiple_of(gs)
+                || !(from * *bits as usize).is_multiple_of(32)
+            {
                 return Err(bad(format!(
                     "cannot split columns {from}..{to} of a {bits}-bit group-{gs} matrix"
                 )));
@@ -89,7 +92,13 @@ fn split_columns(m: &StoredMatrix, from: usize, to: usize) -> Result<StoredMatri
             StoredMatrix::Affine {
                 bits: *bits,
                 group_size: gs,
-                codes: slice_rows(codes, *rows, code_row, from * word_bits / 8, to * word_bits / 8),
+                codes: slice_rows(
+                    codes,
+                    *rows,
+                    code_row,
+                    from * word_bits / 8,
+                    to * word_bits / 8,
+                ),
                 scales: slice_rows(scales, *rows, group_row, g0, g1),
                 biases: slice_rows(biases, *rows, group_row, g0, g1),
                 scale_dtype: *scale_dtype,
@@ -148,9 +157,21 @@ impl<B: Backend> Mtp<B> {
                 spec.heads * spec.head_dim * 2,
                 h,
             )?,
-            k: mat(&format!("{l}.self_attn.k_proj"), spec.kv_heads * spec.head_dim, h)?,
-            v: mat(&format!("{l}.self_attn.v_proj"), spec.kv_heads * spec.head_dim, h)?,
-            o: mat(&format!("{l}.self_attn.o_proj"), h, spec.heads * spec.head_dim)?,
+            k: mat(
+                &format!("{l}.self_attn.k_proj"),
+                spec.kv_heads * spec.head_dim,
+                h,
+            )?,
+            v: mat(
+                &format!("{l}.self_attn.v_proj"),
+                spec.kv_heads * spec.head_dim,
+                h,
+            )?,
+            o: mat(
+                &format!("{l}.self_attn.o_proj"),
+                h,
+                spec.heads * spec.head_dim,
+            )?,
             attn: AttnParams {
                 spec,
                 q_norm: shifted(&format!("{l}.self_attn.q_norm.weight"), spec.head_dim)?,
@@ -261,7 +282,13 @@ impl<B: Backend> Mtp<B> {
     }
 
     /// Commits the rows on `path` (round rows of this slot's last MTP round, root first) to the head's KV.
-    pub fn keep(&self, be: &B, slot: &mut MtpSlot<B>, path: &[usize], first_pos: usize) -> Result<()> {
+    pub fn keep(
+        &self,
+        be: &B,
+        slot: &mut MtpSlot<B>,
+        path: &[usize],
+        first_pos: usize,
+    ) -> Result<()> {
         be.keep_kv(&mut slot.kv, path)?;
         if !path.is_empty() {
             slot.next_pos = Some(first_pos + path.len());

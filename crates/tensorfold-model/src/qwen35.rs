@@ -234,7 +234,10 @@ impl<B: Backend> Qwen35<B> {
     ) -> Result<(Vec<f32>, Vec<f32>)> {
         self.check_round(rows, tokens, slots, logit_rows)?;
         if let Some(&b) = tap_rows.iter().find(|&&i| i >= rows.len()) {
-            return Err(CoreError::Invalid(format!("tap row {b} of {} rows", rows.len())));
+            return Err(CoreError::Invalid(format!(
+                "tap row {b} of {} rows",
+                rows.len()
+            )));
         }
         let be = &self.backend;
         let eps = self.config.rms_norm_eps;
@@ -292,7 +295,13 @@ impl<B: Backend> Qwen35<B> {
             );
             be.add_assign(&mut h, &be.project(&act, &layer.mlp.down));
         }
-        let taps = if tap_rows.is_empty() {
+        // Taps that are all logit rows (windows) are read from the rows normed for the logits anyway.
+        let at: Vec<Option<usize>> = tap_rows
+            .iter()
+            .map(|r| logit_rows.iter().position(|l| l == r))
+            .collect();
+        let shared = !tap_rows.is_empty() && at.iter().all(Option::is_some);
+        let mut taps = if tap_rows.is_empty() || shared {
             Vec::new()
         } else {
             be.to_host(&be.rms_norm(&be.select_rows(&h, tap_rows), &self.final_norm, eps))
@@ -302,6 +311,13 @@ impl<B: Backend> Qwen35<B> {
         }
         let picked = be.select_rows(&h, logit_rows);
         let normed = be.rms_norm(&picked, &self.final_norm, eps);
+        if shared {
+            let host = be.to_host(&normed);
+            let width = self.config.hidden_size;
+            for i in at.into_iter().flatten() {
+                taps.extend_from_slice(&host[i * width..(i + 1) * width]);
+            }
+        }
         Ok((be.to_host(&be.project(&normed, &self.lm_head)), taps))
     }
 }

@@ -34,7 +34,8 @@ struct Reference {
 impl Reference {
     fn load() -> Self {
         Reference {
-            bytes: std::fs::read(fixture().join("mtp_reference.safetensors")).expect("mtp reference"),
+            bytes: std::fs::read(fixture().join("mtp_reference.safetensors"))
+                .expect("mtp reference"),
         }
     }
     fn tensor(&self, name: &str) -> Vec<u8> {
@@ -131,7 +132,14 @@ fn mtp_over_the_targets_taps_and_its_own_chained_outputs_matches_the_reference()
         if i > 0 {
             // The re-run rows give the same bits as when they were last.
             let again = head
-                .forward(m, &rows[..i], &chain[..i], &hidden[..i * h], &mut [&mut slot], &[i - 1])
+                .forward(
+                    m,
+                    &rows[..i],
+                    &chain[..i],
+                    &hidden[..i * h],
+                    &mut [&mut slot],
+                    &[i - 1],
+                )
                 .unwrap();
             assert_eq!(again.hidden, previous, "row {} re-run", i - 1);
         }
@@ -154,31 +162,65 @@ fn the_mtp_kv_after_keeping_one_branch_equals_feeding_that_branch_alone() {
     // Slot A: base rows, then a tree (two branches of two rows) of which branch b is kept.
     let mut a = head.new_slot(&m.backend);
     let rows = chain_rows(start, 4);
-    head.forward(m, &rows, &base_ids, &base, &mut [&mut a], &[]).unwrap();
+    head.forward(m, &rows, &base_ids, &base, &mut [&mut a], &[])
+        .unwrap();
     head.keep(&m.backend, &mut a, &[0, 1, 2, 3], start).unwrap();
     let p = start + 4;
     let tree = [
-        RowRef { slot: 0, pos: p, parent: None },
-        RowRef { slot: 0, pos: p + 1, parent: Some(0) },
-        RowRef { slot: 0, pos: p, parent: None },
-        RowRef { slot: 0, pos: p + 1, parent: Some(2) },
+        RowRef {
+            slot: 0,
+            pos: p,
+            parent: None,
+        },
+        RowRef {
+            slot: 0,
+            pos: p + 1,
+            parent: Some(0),
+        },
+        RowRef {
+            slot: 0,
+            pos: p,
+            parent: None,
+        },
+        RowRef {
+            slot: 0,
+            pos: p + 1,
+            parent: Some(2),
+        },
     ];
     let tree_ids = [7u32, 8, 40, 41];
     let tree_hidden = hid(4, 1.0);
-    head.forward(m, &tree, &tree_ids, &tree_hidden, &mut [&mut a], &[]).unwrap();
+    head.forward(m, &tree, &tree_ids, &tree_hidden, &mut [&mut a], &[])
+        .unwrap();
     head.keep(&m.backend, &mut a, &[2, 3], p).unwrap();
     // Slot B: the base rows and the kept branch as one chain.
     let mut b = head.new_slot(&m.backend);
     let mut hidden_b = base.clone();
     hidden_b.extend_from_slice(&tree_hidden[2 * h..4 * h]);
-    head.forward(m, &chain_rows(start, 6), &[5, 17, 99, 3, 40, 41], &hidden_b, &mut [&mut b], &[])
+    head.forward(
+        m,
+        &chain_rows(start, 6),
+        &[5, 17, 99, 3, 40, 41],
+        &hidden_b,
+        &mut [&mut b],
+        &[],
+    )
+    .unwrap();
+    head.keep(&m.backend, &mut b, &[0, 1, 2, 3, 4, 5], start)
         .unwrap();
-    head.keep(&m.backend, &mut b, &[0, 1, 2, 3, 4, 5], start).unwrap();
     assert_eq!(a.next_pos, b.next_pos);
     let probe = hid(1, 2.0);
-    let next = RowRef { slot: 0, pos: p + 2, parent: None };
-    let got_a = head.forward(m, &[next], &[11], &probe, &mut [&mut a], &[0]).unwrap();
-    let got_b = head.forward(m, &[next], &[11], &probe, &mut [&mut b], &[0]).unwrap();
+    let next = RowRef {
+        slot: 0,
+        pos: p + 2,
+        parent: None,
+    };
+    let got_a = head
+        .forward(m, &[next], &[11], &probe, &mut [&mut a], &[0])
+        .unwrap();
+    let got_b = head
+        .forward(m, &[next], &[11], &probe, &mut [&mut b], &[0])
+        .unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&got_a.logits), bits(&got_b.logits));
 }
@@ -187,5 +229,8 @@ fn the_mtp_kv_after_keeping_one_branch_equals_feeding_that_branch_alone() {
 fn a_checkpoint_without_mtp_tensors_has_no_head() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tiny-flat-f16-notok");
     let ck = Checkpoint::open(&dir, |_, _| {}).unwrap();
-    assert!(Qwen35::load(&ck, CpuBackend::default()).unwrap().mtp.is_none());
+    assert!(Qwen35::load(&ck, CpuBackend::default())
+        .unwrap()
+        .mtp
+        .is_none());
 }

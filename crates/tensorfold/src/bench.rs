@@ -38,9 +38,12 @@ pub struct BenchArgs {
     /// Drafted against plain decoding on a rewrite, new code and prose, alternating (see bench_drafts.rs).
     #[arg(long)]
     pub drafts: bool,
-    /// Tokens of the code file in the rewrite prompt (with --drafts).
-    #[arg(long, default_value_t = 512)]
+    /// Most tokens of the code file in the rewrite prompt (with --drafts; the default takes the whole file).
+    #[arg(long, default_value_t = 2048)]
     pub rewrite_tokens: usize,
+    /// Which drafters the drafted replies use (with --drafts): copies, the MTP head, or both.
+    #[arg(long, value_enum, default_value = "both")]
+    pub drafters: crate::bench_drafts::Drafters,
     /// Where to run: the CPU, or the GPU sweep (copy bandwidth, decode vs bound, rounds, streams, prefill).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: crate::check::Device,
@@ -85,6 +88,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             args.decode_tokens,
             args.rewrite_tokens,
             args.repeat,
+            args.drafters,
         );
     }
     if args.rounds {

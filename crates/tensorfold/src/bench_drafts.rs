@@ -6,11 +6,21 @@ use std::path::Path;
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_core::sampling::token_sha;
 use tensorfold_core::tokenizer::TextTokenizer;
-use tensorfold_engine::{EngineConfig, EngineHandle, Event, Request, Usage};
+use tensorfold_engine::{DrafterFactory, EngineConfig, EngineHandle, Event, Request, Usage};
 use tensorfold_model::Qwen35;
 
-/// The long code file of the rewrite prompt (any sizeable source file does).
-const CODE_FILE: &str = include_str!("../../tensorfold-engine/src/round.rs");
+/// Which drafters the drafted replies use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Drafters {
+    Both,
+    Copies,
+    Mtp,
+    /// Neither: the drafted arm runs with drafting on but nothing drafts (a control for the machinery's cost).
+    None,
+}
+
+/// The long code file of the rewrite prompt: a fixed asset, so the prompt stays the same from commit to commit.
+const CODE_FILE: &str = include_str!("../assets/rewrite_source.py");
 
 struct Kind {
     name: &'static str,
@@ -22,16 +32,28 @@ fn kinds(dir: &Path, vocab: usize, rewrite_tokens: usize) -> Result<Vec<Kind>> {
     let Some(tok) = TextTokenizer::from_dir(dir)? else {
         let ids = |seed: u32, n: usize| -> Vec<u32> {
             (0..n as u32)
-                .map(|i| (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % vocab.min(480) as u32)
+                .map(|i| {
+                    (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503))
+                        % vocab.min(480) as u32
+                })
                 .collect()
         };
         let file = ids(1, rewrite_tokens);
         let mut rewrite = file.clone();
         rewrite.extend_from_slice(&file[..16.min(file.len())]);
         return Ok(vec![
-            Kind { name: "rewrite (copy-heavy)", prompt: rewrite },
-            Kind { name: "new code", prompt: ids(2, 48) },
-            Kind { name: "prose", prompt: ids(3, 48) },
+            Kind {
+                name: "rewrite (copy-heavy)",
+                prompt: rewrite,
+            },
+            Kind {
+                name: "new code",
+                prompt: ids(2, 48),
+            },
+            Kind {
+                name: "prose",
+                prompt: ids(3, 48),
+            },
         ]);
     };
     // Cut the file to about `rewrite_tokens` tokens on a line boundary.
@@ -45,14 +67,24 @@ fn kinds(dir: &Path, vocab: usize, rewrite_tokens: usize) -> Result<Vec<Kind>> {
     }
     let first_line = file.lines().next().unwrap_or_default();
     let rewrite = format!(
-        "Rewrite this file exactly as it is, line for line.\n\n```rust\n{file}```\n\nThe file again:\n\n```rust\n{first_line}\n"
+        "# file: cache.py\n{file}\n# file: cache_copy.py (an exact copy of cache.py, line for line)\n{first_line}\n"
     );
-    let code = "Write a Rust function `fn median(xs: &mut [f64]) -> Option<f64>` with doc comments and tests.\n\n```rust\n";
-    let prose = "Write a short story about a lighthouse keeper who finds a message in a bottle.\n\n";
+    let code = "import math\n\n\ndef median(values):\n    \"\"\"Return the median of a list of numbers.\"\"\"\n";
+    let prose =
+        "Write a short story about a lighthouse keeper who finds a message in a bottle.\n\n";
     Ok(vec![
-        Kind { name: "rewrite (copy-heavy)", prompt: tok.encode(&rewrite)? },
-        Kind { name: "new code", prompt: tok.encode(code)? },
-        Kind { name: "prose", prompt: tok.encode(prose)? },
+        Kind {
+            name: "rewrite (copy-heavy)",
+            prompt: tok.encode(&rewrite)?,
+        },
+        Kind {
+            name: "new code",
+            prompt: tok.encode(code)?,
+        },
+        Kind {
+            name: "prose",
+            prompt: tok.encode(prose)?,
+        },
     ])
 }
 
@@ -102,6 +134,7 @@ pub fn bench_drafts(
     decode_tokens: usize,
     rewrite_tokens: usize,
     repeat: usize,
+    drafters: Drafters,
 ) -> Result<()> {
     let kinds = kinds(dir, model.config.vocab_size, rewrite_tokens)?;
     let has_head = model.mtp.is_some();
@@ -119,12 +152,17 @@ pub fn bench_drafts(
             parallel: 1,
             context: longest + decode_tokens,
             prompt_cache_bytes: 0,
+            mtp: matches!(drafters, Drafters::Both | Drafters::Mtp),
+            drafter: match drafters {
+                Drafters::Both | Drafters::Copies => DrafterFactory::context_copy(),
+                Drafters::Mtp | Drafters::None => DrafterFactory::none(),
+            },
             ..EngineConfig::default()
         },
     );
     println!(
-        "greedy, {decode_tokens} tokens per reply, {repeat} drafted and {repeat} plain replies per kind, alternating; \
-         decode tok/s is the median"
+        "greedy, {decode_tokens} tokens per reply, {repeat} drafted ({drafters:?}) and {repeat} plain replies per \
+         kind, alternating; decode tok/s is the median"
     );
     println!("| prompt | prompt tokens | tokens per round | accepted / drafted | drafted tok/s | plain tok/s | drafted / plain | token_sha drafted | token_sha plain |");
     println!("|---|---|---|---|---|---|---|---|---|");

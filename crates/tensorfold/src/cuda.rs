@@ -58,7 +58,10 @@ pub fn check(dir: &Path, quick: bool, ops: bool) -> Result<()> {
     let width = results.iter().map(|r| r.name.len()).max().unwrap_or(0);
     for r in &results {
         let verdict = if r.pass() { "ok  " } else { "DIFF" };
-        println!("{verdict} {:width$}  plain {}  got {}  {}", r.name, r.reference_sha, r.got_sha, r.note);
+        println!(
+            "{verdict} {:width$}  plain {}  got {}  {}",
+            r.name, r.reference_sha, r.got_sha, r.note
+        );
     }
     let diff = results.iter().filter(|r| !r.pass()).count();
     println!(
@@ -84,23 +87,49 @@ fn oracle<B: Backend>(model: &Qwen35<B>, dir: &Path) -> Result<(f64, usize, usiz
     let bytes = std::fs::read(&path).with_context(|| path.display().to_string())?;
     let st = safetensors::SafeTensors::deserialize(&bytes).context("reference.safetensors")?;
     let words = |n: &str| -> Result<Vec<[u8; 8]>> {
-        let t = st.tensor(n).with_context(|| format!("reference tensor {n}"))?;
-        Ok(t.data().chunks_exact(8).map(|c| c.try_into().unwrap_or([0; 8])).collect())
+        let t = st
+            .tensor(n)
+            .with_context(|| format!("reference tensor {n}"))?;
+        Ok(t.data()
+            .chunks_exact(8)
+            .map(|c| c.try_into().unwrap_or([0; 8]))
+            .collect())
     };
-    let prompt: Vec<u32> = words("prompt_ids")?.iter().map(|w| i64::from_le_bytes(*w) as u32).collect();
-    let want: Vec<f64> = words("logits")?.iter().map(|w| f64::from_le_bytes(*w)).collect();
-    let greedy: Vec<u32> = words("greedy_ids")?.iter().map(|w| i64::from_le_bytes(*w) as u32).collect();
-    let margins: Vec<f64> = words("greedy_margins")?.iter().map(|w| f64::from_le_bytes(*w)).collect();
+    let prompt: Vec<u32> = words("prompt_ids")?
+        .iter()
+        .map(|w| i64::from_le_bytes(*w) as u32)
+        .collect();
+    let want: Vec<f64> = words("logits")?
+        .iter()
+        .map(|w| f64::from_le_bytes(*w))
+        .collect();
+    let greedy: Vec<u32> = words("greedy_ids")?
+        .iter()
+        .map(|w| i64::from_le_bytes(*w) as u32)
+        .collect();
+    let margins: Vec<f64> = words("greedy_margins")?
+        .iter()
+        .map(|w| f64::from_le_bytes(*w))
+        .collect();
     let vocab = model.config.vocab_size;
     let mut slot = model.new_slot();
-    let rows: Vec<RowRef> = (0..prompt.len()).map(|p| RowRef::chain(0, 0, 0, p)).collect();
+    let rows: Vec<RowRef> = (0..prompt.len())
+        .map(|p| RowRef::chain(0, 0, 0, p))
+        .collect();
     let all: Vec<usize> = (0..prompt.len()).collect();
     let logits = model.forward_chains(&rows, &prompt, &mut [&mut slot], &all)?;
     if logits.len() != want.len() {
         bail!("{} logits, reference has {}", logits.len(), want.len());
     }
-    let max_diff = logits.iter().zip(&want).map(|(&a, &b)| (a as f64 - b).abs()).fold(0.0, f64::max);
-    let comparable = margins.iter().position(|&m| m < 1e-3).unwrap_or(greedy.len());
+    let max_diff = logits
+        .iter()
+        .zip(&want)
+        .map(|(&a, &b)| (a as f64 - b).abs())
+        .fold(0.0, f64::max);
+    let comparable = margins
+        .iter()
+        .position(|&m| m < 1e-3)
+        .unwrap_or(greedy.len());
     let mut last = logits[logits.len() - vocab..].to_vec();
     let mut equal = 0;
     for (i, &w) in greedy.iter().enumerate().take(comparable) {
@@ -110,19 +139,32 @@ fn oracle<B: Backend>(model: &Qwen35<B>, dir: &Path) -> Result<(f64, usize, usiz
         }
         equal += 1;
         let pos = prompt.len() + i;
-        last = model.forward_chains(&[RowRef::chain(0, pos, 0, 0)], &[got], &mut [&mut slot], &[0])?;
+        last = model.forward_chains(
+            &[RowRef::chain(0, pos, 0, 0)],
+            &[got],
+            &mut [&mut slot],
+            &[0],
+        )?;
     }
     Ok((max_diff, equal, comparable))
 }
 
 fn ids(vocab: usize, n: usize, salt: u32) -> Vec<u32> {
-    (0..n as u32).map(|i| (i.wrapping_mul(7919) + salt * 131 + 13) % (vocab as u32).min(240_000)).collect()
+    (0..n as u32)
+        .map(|i| (i.wrapping_mul(7919) + salt * 131 + 13) % (vocab as u32).min(240_000))
+        .collect()
 }
 
-fn prefill(m: &Qwen35<CudaBackend>, prompt: &[u32], chunk: usize) -> Result<SlotState<CudaBackend>> {
+fn prefill(
+    m: &Qwen35<CudaBackend>,
+    prompt: &[u32],
+    chunk: usize,
+) -> Result<SlotState<CudaBackend>> {
     let mut slot = m.new_slot();
     for (c, piece) in prompt.chunks(chunk).enumerate() {
-        let rows: Vec<RowRef> = (0..piece.len()).map(|i| RowRef::chain(0, c * chunk, 0, i)).collect();
+        let rows: Vec<RowRef> = (0..piece.len())
+            .map(|i| RowRef::chain(0, c * chunk, 0, i))
+            .collect();
         m.forward_chains(&rows, piece, &mut [&mut slot], &[])?;
     }
     Ok(slot)
@@ -135,7 +177,12 @@ fn median(mut t: Vec<f64>) -> f64 {
 
 /// `tensorfold bench --device cuda`: copy bandwidth, one-stream greedy decode vs the bandwidth bound, round cost
 /// by rows, aggregate decode by streams, prefill by prompt length (each line printed as soon as measured).
-pub fn bench(dir: &Path, decode_tokens: usize, prefill_lens: &[usize], repeat: usize) -> Result<()> {
+pub fn bench(
+    dir: &Path,
+    decode_tokens: usize,
+    prefill_lens: &[usize],
+    repeat: usize,
+) -> Result<()> {
     let be = backend()?;
     let bw = be.copy_bandwidth(1 << 30);
     let t = Instant::now();
@@ -143,7 +190,12 @@ pub fn bench(dir: &Path, decode_tokens: usize, prefill_lens: &[usize], repeat: u
     let m = Qwen35::load(&ck, be.clone())?;
     be.synchronize();
     let bytes = m.weight_bytes_per_row as f64;
-    println!("model: {} ({}), loaded in {:.1}s", dir.display(), m.format, t.elapsed().as_secs_f64());
+    println!(
+        "model: {} ({}), loaded in {:.1}s",
+        dir.display(),
+        m.format,
+        t.elapsed().as_secs_f64()
+    );
     println!(
         "device-to-device copy: {:.0} GB/s (read + write); weights read per decode row {:.2} GB; bound {:.1} tok/s",
         bw / 1e9,
@@ -190,23 +242,38 @@ pub fn bench(dir: &Path, decode_tokens: usize, prefill_lens: &[usize], repeat: u
         if r == 1 {
             one = t;
         }
-        println!("| round of {r} rows | {:.2} ms | {:.2}x one row |", t * 1e3, t / one);
+        println!(
+            "| round of {r} rows | {:.2} ms | {:.2}x one row |",
+            t * 1e3,
+            t / one
+        );
     }
     // Aggregate decode: N streams, one row each per round, kept.
     for n in [1usize, 4, 16, 64] {
-        let mut slots: Vec<SlotState<CudaBackend>> =
-            (0..n).map(|s| prefill(&m, &ids(vocab, 32, 10 + s as u32), 32)).collect::<Result<_>>()?;
+        let mut slots: Vec<SlotState<CudaBackend>> = (0..n)
+            .map(|s| prefill(&m, &ids(vocab, 32, 10 + s as u32), 32))
+            .collect::<Result<_>>()?;
         let steps = 8;
         let s = Instant::now();
         for step in 0..steps {
-            let rows: Vec<RowRef> = (0..n).map(|k| RowRef { slot: k, pos: 32 + step, parent: None }).collect();
+            let rows: Vec<RowRef> = (0..n)
+                .map(|k| RowRef {
+                    slot: k,
+                    pos: 32 + step,
+                    parent: None,
+                })
+                .collect();
             let toks = ids(vocab, n, 20 + step as u32);
             let all: Vec<usize> = (0..n).collect();
             let mut refs: Vec<&mut SlotState<CudaBackend>> = slots.iter_mut().collect();
             m.forward_chains(&rows, &toks, &mut refs, &all)?;
         }
         let t = s.elapsed().as_secs_f64();
-        println!("| {n} streams | {:.1} tok/s aggregate | {:.2} ms per round |", (n * steps) as f64 / t, t * 1e3 / steps as f64);
+        println!(
+            "| {n} streams | {:.1} tok/s aggregate | {:.2} ms per round |",
+            (n * steps) as f64 / t,
+            t * 1e3 / steps as f64
+        );
     }
     for &len in prefill_lens {
         let prompt = ids(vocab, len, 30);
@@ -214,7 +281,11 @@ pub fn bench(dir: &Path, decode_tokens: usize, prefill_lens: &[usize], repeat: u
         let _ = prefill(&m, &prompt, 2048)?;
         be.synchronize();
         let t = s.elapsed().as_secs_f64();
-        println!("| prefill {len} tokens (chunks of 2048) | {:.0} tok/s | {:.2} s |", len as f64 / t, t);
+        println!(
+            "| prefill {len} tokens (chunks of 2048) | {:.0} tok/s | {:.2} s |",
+            len as f64 / t,
+            t
+        );
     }
     Ok(())
 }

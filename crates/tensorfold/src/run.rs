@@ -12,6 +12,9 @@ use tensorfold_core::sampling::{seed_from_prompt, token_sha, SamplingParams};
 use tensorfold_core::tokenizer::{StreamDecoder, TextTokenizer};
 use tensorfold_core::Checkpoint;
 use tensorfold_engine::{generate, EngineConfig, Event, GenerateRequest, Request, Usage};
+
+/// The prompt of a bare `tensorfold run`: the start of a Python function, which the built-in code model continues.
+const DEFAULT_PROMPT: &str = "import os\n\n\ndef list_python_files(path):\n";
 use tensorfold_model::Qwen35;
 
 #[derive(Args, Debug)]
@@ -100,9 +103,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                     dir.display()
                 );
             };
-            let text = text
-                .clone()
-                .unwrap_or_else(|| "The quick brown fox".to_string());
+            let text = text.clone().unwrap_or_else(|| DEFAULT_PROMPT.to_string());
             let text = if args.chat {
                 let template = ChatTemplate::from_dir(&dir)?
                     .with_context(|| format!("{}: --chat needs a chat template", dir.display()))?;
@@ -171,12 +172,20 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut text = String::new();
     let mut tokens = Vec::new();
     let mut done = None;
+    let mut textless = 0usize;
     while let Some(ev) = rx.blocking_recv() {
         match ev {
             Event::Token { id, .. } => {
                 tokens.push(id);
                 let piece = match stream.as_mut() {
-                    Some(s) => s.step(id)?.unwrap_or_default(),
+                    // Ids past the tokenizer's vocabulary (padded logit rows) have no text: skip them, say so.
+                    Some(s) => s
+                        .step(id)
+                        .unwrap_or_else(|_| {
+                            textless += 1;
+                            None
+                        })
+                        .unwrap_or_default(),
                     None => format!("{id} "),
                 };
                 text.push_str(&piece);
@@ -235,6 +244,11 @@ pub fn run(args: RunArgs) -> Result<()> {
         tokens.len() as f64 / rounds.max(1) as f64,
         if args.no_drafts { " (--no-drafts)" } else { "" }
     );
+    if textless > 0 {
+        eprintln!(
+            "note: {textless} drawn ids are outside the tokenizer's vocabulary and print no text"
+        );
+    }
     if let Some(path) = &args.logits_out {
         let logits = prompt_logits.as_deref().unwrap_or_default();
         write_logits(path, logits, prompt.len(), vocab)?;

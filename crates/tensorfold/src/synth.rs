@@ -360,16 +360,15 @@ pub fn synth(args: SynthArgs) -> Result<()> {
     let mut shard_bytes = 0usize;
     let mut weight_map = serde_json::Map::new();
     let mut total = 0usize;
-    let flush =
-        |idx: usize, tensors: &[StoredTensor]| -> Result<String> {
-            let name = format!("model-{:05}.safetensors", idx + 1);
-            let meta: Vec<_> = tensors
-                .iter()
-                .map(|(n, d, s, b)| (n.clone(), *d, s.clone(), b.len()))
-                .collect();
-            write_shard(&args.out.join(&name), &meta, |i| tensors[i].3.clone())?;
-            Ok(name)
-        };
+    let flush = |idx: usize, tensors: &[StoredTensor]| -> Result<String> {
+        let name = format!("model-{:05}.safetensors", idx + 1);
+        let meta: Vec<_> = tensors
+            .iter()
+            .map(|(n, d, s, b)| (n.clone(), *d, s.clone(), b.len()))
+            .collect();
+        write_shard(&args.out.join(&name), &meta, |i| tensors[i].3.clone())?;
+        Ok(name)
+    };
     let mut names = Vec::new();
     for p in &planned {
         for t in materialize(p, &mut noise) {

@@ -11,6 +11,10 @@ pub struct CopyConfig {
     pub key_len: usize,
     /// Shortest suffix match a copy may follow (the confidence gate).
     pub min_match: usize,
+    /// Shorter match that suffices to resume a copy near where the last one was reading (after a small edit),
+    /// and how far from there it may be.
+    pub resume_match: usize,
+    pub resume_slack: usize,
     /// Longest suffix match worth measuring.
     pub max_match: usize,
     /// Copy window width at start; doubles after a copy lands whole, halves after a broken one.
@@ -30,8 +34,10 @@ pub struct CopyConfig {
 impl Default for CopyConfig {
     fn default() -> Self {
         CopyConfig {
-            key_len: 4,
+            key_len: 3,
             min_match: 6,
+            resume_match: 3,
+            resume_slack: 8,
             max_match: 64,
             start_width: 8,
             min_width: 2,
@@ -58,6 +64,8 @@ pub struct ContextCopy {
     quiet_left: usize,
     /// The last proposal, the context length it followed and its primary chain length.
     last: Option<(usize, DraftTree, usize)>,
+    /// Where the last copy read from: source position `.0` lined up with context length `.1`.
+    anchor: Option<(usize, usize)>,
 }
 
 impl Default for ContextCopy {
@@ -93,6 +101,7 @@ impl ContextCopy {
         let cfg = CopyConfig {
             key_len: cfg.key_len.max(1),
             min_match: cfg.min_match.max(cfg.key_len.max(1)),
+            resume_match: cfg.resume_match.max(cfg.key_len.max(1)),
             ..cfg
         };
         ContextCopy {
@@ -104,6 +113,7 @@ impl ContextCopy {
             misses: 0,
             quiet_left: 0,
             last: None,
+            anchor: None,
         }
     }
 
@@ -171,7 +181,16 @@ impl ContextCopy {
                 let m = (0..self.cfg.max_match.min(e))
                     .take_while(|&i| ctx[e - 1 - i] == ctx[len - 1 - i])
                     .count();
-                (m >= self.cfg.min_match).then_some((m, e))
+                let resumes = self.anchor.is_some_and(|(src, at)| {
+                    len - at <= 4 * self.cfg.max_width.max(1)
+                        && e.abs_diff(src + (len - at)) <= self.cfg.resume_slack
+                });
+                let gate = if resumes {
+                    self.cfg.resume_match
+                } else {
+                    self.cfg.min_match
+                };
+                (m >= gate).then_some((m, e))
             })
             .collect();
         found.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
@@ -217,6 +236,7 @@ impl Drafter for ContextCopy {
             used.push(alt);
         }
         self.last = Some((context.len(), tree.clone(), primary));
+        self.anchor = Some((best, context.len()));
         tree
     }
 }
@@ -282,6 +302,37 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_resumes_after_a_small_edit_on_a_shorter_match_near_where_it_was_reading() {
+        let c = CopyConfig {
+            key_len: 3,
+            min_match: 6,
+            resume_match: 3,
+            start_width: 4,
+            ..CopyConfig::default()
+        };
+        let file: Vec<u32> = (100..160).collect();
+        let mut ctx = file.clone();
+        ctx.extend_from_slice(&file[..8]);
+        let mut d = ContextCopy::new(c.clone());
+        assert_eq!(
+            d.propose(&ctx, 8),
+            DraftTree::chain(vec![108, 109, 110, 111])
+        );
+        // The target writes 108, then an edit (999), then joins the file again: 110, 111, 112.
+        ctx.extend_from_slice(&[108, 999, 110, 111, 112]);
+        assert_eq!(
+            d.propose(&ctx, 8).tokens.first(),
+            Some(&113),
+            "three matching tokens near the anchor resume the copy"
+        );
+        let mut fresh = ContextCopy::new(c);
+        assert!(
+            fresh.propose(&ctx, 8).is_empty(),
+            "without the anchor three are not enough"
+        );
+    }
+
+    #[test]
     fn repeated_misses_make_the_drafter_quiet_for_a_while() {
         let c = CopyConfig {
             quiet_after: 2,
@@ -306,8 +357,15 @@ mod tests {
         let mut d = ContextCopy::new(cfg());
         let ctx = [1, 2, 3, 10, 11, 0, 1, 2, 3, 20, 21, 0, 1, 2, 3];
         let t = d.propose(&ctx, 8);
-        assert_eq!(t.child(None, 20), Some(0), "the latest occurrence is the trunk");
-        assert!(t.child(None, 10).is_some(), "the older one is a branch: {t:?}");
+        assert_eq!(
+            t.child(None, 20),
+            Some(0),
+            "the latest occurrence is the trunk"
+        );
+        assert!(
+            t.child(None, 10).is_some(),
+            "the older one is a branch: {t:?}"
+        );
         assert_eq!(t.matched(&[10, 11, 0]), 3);
     }
 

@@ -95,7 +95,8 @@ impl Chain {
 }
 
 /// Runs the head over every job (slot `j` of `slots` belongs to `jobs[j]`): absorbs and keeps the rows, then
-/// drafts. Returns each job's drafts and the seconds per head call (None when none ran).
+/// drafts. Returns each job's drafts and the seconds of one decode-sized head call (None when no call was one:
+/// a long backlog's absorb says nothing about a chained step).
 pub(crate) fn absorb_and_draft<B: Backend>(
     model: &Qwen35<B>,
     head: &Mtp<B>,
@@ -104,7 +105,8 @@ pub(crate) fn absorb_and_draft<B: Backend>(
 ) -> Result<(Vec<Vec<u32>>, Option<f64>)> {
     let h = model.config.hidden_size;
     let vocab = model.config.vocab_size;
-    let (mut rows, mut tokens, mut hidden, mut out_rows) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rows, mut tokens, mut hidden, mut out_rows) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut firsts = Vec::with_capacity(jobs.len());
     for (j, job) in jobs.iter().enumerate() {
         let first = rows.len();
@@ -148,13 +150,16 @@ pub(crate) fn absorb_and_draft<B: Backend>(
         chains.push(c);
     }
     // Each step re-runs every pending chain row: drafts are never kept, and a slot forgets what it did not keep.
-    let mut steps = 1usize;
+    let absorb_secs = started.elapsed().as_secs_f64();
+    let decode_sized = rows.len() <= 2 * jobs.len();
+    let (mut steps, chain_started) = (0usize, Instant::now());
     loop {
         let active: Vec<usize> = (0..chains.len()).filter(|&c| !chains[c].done).collect();
         if active.is_empty() {
             break;
         }
-        let (mut rows, mut tokens, mut hidden, mut out_rows) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut rows, mut tokens, mut hidden, mut out_rows) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for &c in &active {
             let ch = &chains[c];
             let first = rows.len();
@@ -176,7 +181,11 @@ pub(crate) fn absorb_and_draft<B: Backend>(
             );
         }
     }
-    let step_secs = Some(started.elapsed().as_secs_f64() / steps as f64);
+    let step_secs = if steps > 0 {
+        Some(chain_started.elapsed().as_secs_f64() / steps as f64)
+    } else {
+        decode_sized.then_some(absorb_secs)
+    };
     let mut drafts = vec![Vec::new(); jobs.len()];
     for c in chains {
         drafts[c.job] = c.drafts;
