@@ -2,6 +2,7 @@
 //! non-zero exit (never a panic).
 
 mod bench;
+mod bench_concurrent;
 mod bench_drafts;
 mod bench_rounds;
 mod check;
@@ -31,12 +32,28 @@ enum Command {
     Run(run::RunArgs),
     /// Write a random-weight checkpoint of a published Qwen3.5 shape (for benchmarks).
     Synth(synth::SynthArgs),
-    /// Measure prefill and decode speed against this machine's memory bandwidth.
-    Bench(bench::BenchArgs),
+    /// Measure prefill and decode speed against this machine's memory bandwidth (or `bench concurrent`).
+    Bench(BenchCli),
     /// Run the equality suite (drafted, concurrent, resumed, chunked == plain) and print a receipt.
     Check(check::CheckArgs),
     /// Serve the OpenAI-compatible HTTP API (completions, chat, streaming, tools).
     Serve(serve::ServeArgs),
+}
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct BenchCli {
+    #[command(subcommand)]
+    mode: Option<BenchMode>,
+    #[command(flatten)]
+    args: bench::BenchArgs,
+}
+
+#[derive(Subcommand)]
+enum BenchMode {
+    /// Load a running server with 1, 2, 4, 8… concurrent streams and check every reply against the same request
+    /// alone and with `"draft": false`.
+    Concurrent(bench_concurrent::ConcurrentArgs),
 }
 
 /// The checkpoint used when no `--model` is given: `TENSORFOLD_MODEL`, else the built-in model shipped in the
@@ -53,7 +70,11 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Synth(args) => synth::synth(args),
-        Command::Bench(args) => bench::bench(args),
+        Command::Bench(BenchCli {
+            mode: Some(BenchMode::Concurrent(args)),
+            ..
+        }) => bench_concurrent::run(args),
+        Command::Bench(BenchCli { mode: None, args }) => bench::bench(args),
         Command::Check(args) => check::check(args),
         Command::Serve(args) => serve::serve(args),
     };
