@@ -40,9 +40,9 @@ const CHAT: &[&str] = &[
 
 /// Request `i` of a level: alternating code completions and chat, greedy and sampled.
 fn request(i: usize, a: &ConcurrentArgs) -> (&'static str, Value) {
-    let temperature = if i % 2 == 0 { 0.0 } else { 0.8 };
+    let temperature = if i.is_multiple_of(2) { 0.0 } else { 0.8 };
     let seed = a.seed + i as u64;
-    if (i / 2) % 2 == 0 {
+    if (i / 2).is_multiple_of(2) {
         let prompt = CODE[i % CODE.len()];
         (
             "/v1/completions",
