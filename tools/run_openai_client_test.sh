@@ -20,7 +20,7 @@ fi
 bin="${TENSORFOLD_BIN:-}"
 if [ -z "$bin" ]; then
   if [ "$profile" = release ]; then cargo build --quiet --release -p tensorfold; else cargo build --quiet -p tensorfold; fi
-  bin="target/$profile/tensorfold"
+  bin="${CARGO_TARGET_DIR:-target}/$profile/tensorfold"
 fi
 
 log="$(mktemp)"
