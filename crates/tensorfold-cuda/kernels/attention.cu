@@ -3,7 +3,7 @@
 // softmax merged tile by tile, so a row's bits depend only on its own keys, never on the rest of the round.
 // Row metadata: `path_at` in common.cu.
 
-#define AW 4        // warps per block, one (row, head) each
+#define AW 1        // warps per block, one (row, head) each (spread over SMs)
 #define HDMAX 256   // largest head_dim
 #define PAGE 16     // positions per KV page: [K rows | V rows], each [PAGE, kv_heads·head_dim]
 
@@ -91,6 +91,7 @@ extern "C" __global__ void __launch_bounds__(AW * 32)
             const float4* kp = reinterpret_cast<const float4*>(key_row(t, clen, pages, kround, m, paths, row, off));
             const float4* qp = reinterpret_cast<const float4*>(q);
             float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll 8
             for (int d = 0; d < hd / 4; ++d) {
                 const float4 kv = kp[d], qv = qp[d];
                 a0 = fmaf(qv.x, kv.x, a0);

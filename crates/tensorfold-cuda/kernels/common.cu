@@ -11,10 +11,13 @@ typedef unsigned short u16;
 
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }
 
+// Exact IEEE half → float on the bits (subnormals, infinities and NaNs included).
 __device__ __forceinline__ float f16_to_f32(u16 h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
+    const u32 sign = ((u32)h & 0x8000u) << 16, exp = ((u32)h >> 10) & 0x1fu, man = (u32)h & 0x3ffu;
+    if (exp == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+    if (exp != 0) return __uint_as_float(sign | ((exp + 112u) << 23) | (man << 13));
+    const float mag = (float)man * 5.9604644775390625e-8f;  // man · 2^-24, exact
+    return sign ? -mag : mag;
 }
 
 // Element readers by stored dtype: 0 = f32, 1 = f16, 2 = bf16.

@@ -1,9 +1,27 @@
 // project.cu: y = x Wᵀ for weights in their stored format (dense f32/f16/bf16, MLX affine 2/3/4/5/6/8-bit) and
-// embedding lookups. One warp per (output feature, tile of RT rows); lane l always reads the same columns in the
+// embedding lookups. One warp per (OPW output features, tile of RT rows), the tiles of one feature group in
+// consecutive blocks (1-D grid) so its weights are reused from cache; lane l always reads the same columns in the
 // same order and the lanes meet in one butterfly, so a row's bits never depend on the other rows of the call.
 
-#define PW 4   // warps per block = output features per block
+#define PW 4   // warps per block
 #define RT 8   // rows per tile
+#define OPW 4  // output features per warp (they share each x load)
+
+// Reduces each accumulator with the butterfly and writes the tile (lane 0).
+__device__ __forceinline__ void store_tile(float (&acc)[RT][OPW], float* __restrict__ y, int r0, int nr, int o0,
+                                           int nout, int out) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int j = 0; j < OPW; ++j) acc[r][j] = warp_sum(acc[r][j]);
+    if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+        for (int r = 0; r < RT; ++r)
+#pragma unroll
+            for (int j = 0; j < OPW; ++j)
+                if (r < nr && j < nout) y[(size_t)(r0 + r) * out + o0 + j] = acc[r][j];
+    }
+}
 
 template <typename E>
 __device__ __forceinline__ void load_vec(const typename E::raw* p, float (&w)[16 / sizeof(typename E::raw)]) {
@@ -26,21 +44,33 @@ __device__ __forceinline__ void project_dense(const float* __restrict__ x, const
                                               float* __restrict__ y, int rows, int out, int cols) {
     constexpr int EPV = 16 / sizeof(typename E::raw);
     const int lane = threadIdx.x & 31;
-    const int o = blockIdx.x * PW + (threadIdx.x >> 5);
-    if (o >= out) return;
-    const int r0 = blockIdx.y * RT;
+    const int tiles = (rows + RT - 1) / RT;
+    const int o0 = (blockIdx.x / tiles) * (PW * OPW) + (threadIdx.x >> 5) * OPW;
+    if (o0 >= out) return;
+    const int nout = min(OPW, out - o0);
+    const int r0 = (blockIdx.x % tiles) * RT;
     const int nr = min(RT, rows - r0);
     const float* xb = x + (size_t)r0 * cols;
-    const typename E::raw* wr = w + (size_t)o * cols;
-    float acc[RT];
+    const typename E::raw* wr = w + (size_t)o0 * cols;
+    float acc[RT][OPW];
 #pragma unroll
-    for (int r = 0; r < RT; ++r) acc[r] = 0.0f;
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int j = 0; j < OPW; ++j) acc[r][j] = 0.0f;
     // The vector path needs 16-byte aligned weight and x rows; the choice depends on the shape only.
     const int nvec = (cols % EPV == 0 && cols % 4 == 0) ? cols / EPV : 0;
 #pragma unroll 2
     for (int v = lane; v < nvec; v += 32) {
-        float wf[EPV];
-        load_vec<E>(wr + (size_t)v * EPV, wf);
+        float wf[OPW][EPV];
+#pragma unroll
+        for (int j = 0; j < OPW; ++j) {
+            if (j < nout) {
+                load_vec<E>(wr + (size_t)j * cols + (size_t)v * EPV, wf[j]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < EPV; ++e) wf[j][e] = 0.0f;
+            }
+        }
 #pragma unroll
         for (int r = 0; r < RT; ++r) {
             if (r < nr) {
@@ -48,113 +78,107 @@ __device__ __forceinline__ void project_dense(const float* __restrict__ x, const
 #pragma unroll
                 for (int q = 0; q < EPV / 4; ++q) {
                     const float4 xv = xp[q];
-                    acc[r] = fmaf(wf[4 * q + 0], xv.x, acc[r]);
-                    acc[r] = fmaf(wf[4 * q + 1], xv.y, acc[r]);
-                    acc[r] = fmaf(wf[4 * q + 2], xv.z, acc[r]);
-                    acc[r] = fmaf(wf[4 * q + 3], xv.w, acc[r]);
+#pragma unroll
+                    for (int j = 0; j < OPW; ++j) {
+                        acc[r][j] = fmaf(wf[j][4 * q + 0], xv.x, acc[r][j]);
+                        acc[r][j] = fmaf(wf[j][4 * q + 1], xv.y, acc[r][j]);
+                        acc[r][j] = fmaf(wf[j][4 * q + 2], xv.z, acc[r][j]);
+                        acc[r][j] = fmaf(wf[j][4 * q + 3], xv.w, acc[r][j]);
+                    }
                 }
             }
         }
     }
     for (int c = nvec * EPV + lane; c < cols; c += 32) {
-        const float wv = E::get(wr[c]);
 #pragma unroll
-        for (int r = 0; r < RT; ++r)
-            if (r < nr) acc[r] = fmaf(wv, xb[(size_t)r * cols + c], acc[r]);
+        for (int j = 0; j < OPW; ++j) {
+            const float wv = j < nout ? E::get(wr[(size_t)j * cols + c]) : 0.0f;
+#pragma unroll
+            for (int r = 0; r < RT; ++r)
+                if (r < nr) acc[r][j] = fmaf(wv, xb[(size_t)r * cols + c], acc[r][j]);
+        }
     }
-#pragma unroll
-    for (int r = 0; r < RT; ++r) acc[r] = warp_sum(acc[r]);
-    if (lane == 0) {
-#pragma unroll
-        for (int r = 0; r < RT; ++r)
-            if (r < nr) y[(size_t)(r0 + r) * out + o] = acc[r];
-    }
+    store_tile(acc, y, r0, nr, o0, nout, out);
 }
 
-// BITS words = 32 codes, whatever the width.
+// The 8 codes of columns c0..c0+7 (c0 % 8 == 0) of one packed row: BITS bytes at byte c0/8·BITS.
 template <int BITS>
-__device__ __forceinline__ void load_words(const u32* p, u32 (&wd)[BITS]) {
+__device__ __forceinline__ unsigned long long load_codes8(const unsigned char* __restrict__ p) {
     if constexpr (BITS == 4) {
-        const uint4 u = *reinterpret_cast<const uint4*>(p);
-        wd[0] = u.x; wd[1] = u.y; wd[2] = u.z; wd[3] = u.w;
+        return *reinterpret_cast<const u32*>(p);
     } else if constexpr (BITS == 8) {
-        const uint4 u = *reinterpret_cast<const uint4*>(p);
-        const uint4 v = *reinterpret_cast<const uint4*>(p + 4);
-        wd[0] = u.x; wd[1] = u.y; wd[2] = u.z; wd[3] = u.w;
-        wd[4] = v.x; wd[5] = v.y; wd[6] = v.z; wd[7] = v.w;
-    } else if constexpr (BITS == 2) {
         const uint2 u = *reinterpret_cast<const uint2*>(p);
-        wd[0] = u.x; wd[1] = u.y;
+        return (unsigned long long)u.x | ((unsigned long long)u.y << 32);
+    } else if constexpr (BITS == 2) {
+        return *reinterpret_cast<const u16*>(p);
     } else {
+        unsigned long long v = 0;
 #pragma unroll
-        for (int i = 0; i < BITS; ++i) wd[i] = p[i];
+        for (int i = 0; i < BITS; ++i) v |= (unsigned long long)p[i] << (8 * i);
+        return v;
     }
 }
 
-// Code k (LSB-first) of a 32-code chunk; k is a compile-time constant after unrolling.
-template <int BITS>
-__device__ __forceinline__ float code_at(const u32 (&wd)[BITS], int k) {
-    const int bit = k * BITS, i = bit >> 5, s = bit & 31;
-    u32 v = wd[i] >> s;
-    if (s + BITS > 32) v |= wd[i + 1 < BITS ? i + 1 : BITS - 1] << (32 - s);
-    return (float)(v & ((1u << BITS) - 1u));
-}
-
-// w = scale·q + bias per element, then one fma per (element, row): cols % 32 == 0 and group % 32 == 0.
+// w = scale·q + bias per element, then one fma per (element, row). Lane l takes columns 8l..8l+7 of every
+// 256-column stripe, so a warp reads codes and x contiguously; cols % 32 == 0 and group % 32 == 0.
 template <int BITS, typename S>
 __device__ __forceinline__ void project_affine(const float* __restrict__ x, const u32* __restrict__ codes,
                                                const typename S::raw* __restrict__ scales,
                                                const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                                int rows, int out, int cols, int gs) {
     const int lane = threadIdx.x & 31;
-    const int o = blockIdx.x * PW + (threadIdx.x >> 5);
-    if (o >= out) return;
-    const int r0 = blockIdx.y * RT;
+    const int tiles = (rows + RT - 1) / RT;
+    const int o0 = (blockIdx.x / tiles) * (PW * OPW) + (threadIdx.x >> 5) * OPW;
+    if (o0 >= out) return;
+    const int nout = min(OPW, out - o0);
+    const int r0 = (blockIdx.x % tiles) * RT;
     const int nr = min(RT, rows - r0);
     const float* xb = x + (size_t)r0 * cols;
-    const int chunks = cols >> 5, ng = cols / gs;
-    const u32* wr = codes + (size_t)o * chunks * BITS;
-    const typename S::raw* sr = scales + (size_t)o * ng;
-    const typename S::raw* br = biases + (size_t)o * ng;
-    float acc[RT];
+    const int ng = cols / gs;
+    const size_t row_bytes = (size_t)cols * BITS / 8;
+    const unsigned char* wr = reinterpret_cast<const unsigned char*>(codes) + (size_t)o0 * row_bytes;
+    float acc[RT][OPW];
 #pragma unroll
-    for (int r = 0; r < RT; ++r) acc[r] = 0.0f;
-#pragma unroll 1
-    for (int ch = lane; ch < chunks; ch += 32) {
-        u32 wd[BITS];
-        load_words<BITS>(wr + (size_t)ch * BITS, wd);
-        const int g = (ch << 5) / gs;
-        const float s = S::get(sr[g]), b = S::get(br[g]);
+    for (int r = 0; r < RT; ++r)
 #pragma unroll
-        for (int kb = 0; kb < 4; ++kb) {
-            float wf[8];
+        for (int j = 0; j < OPW; ++j) acc[r][j] = 0.0f;
+#pragma unroll 2
+    for (int c0 = 8 * lane; c0 < cols; c0 += 256) {
+        const int g = c0 / gs;
+        float wf[OPW][8];
 #pragma unroll
-            for (int k = 0; k < 8; ++k) wf[k] = fmaf(s, code_at<BITS>(wd, kb * 8 + k), b);
+        for (int j = 0; j < OPW; ++j) {
+            if (j < nout) {
+                const unsigned long long q = load_codes8<BITS>(wr + (size_t)j * row_bytes + (size_t)(c0 / 8) * BITS);
+                const size_t sg = (size_t)(o0 + j) * ng + g;
+                const float s = S::get(scales[sg]), b = S::get(biases[sg]);
 #pragma unroll
-            for (int r = 0; r < RT; ++r) {
-                if (r < nr) {
-                    const float4* xp =
-                        reinterpret_cast<const float4*>(xb + (size_t)r * cols + ((size_t)ch << 5) + kb * 8);
-                    const float4 a = xp[0], c = xp[1];
-                    acc[r] = fmaf(wf[0], a.x, acc[r]);
-                    acc[r] = fmaf(wf[1], a.y, acc[r]);
-                    acc[r] = fmaf(wf[2], a.z, acc[r]);
-                    acc[r] = fmaf(wf[3], a.w, acc[r]);
-                    acc[r] = fmaf(wf[4], c.x, acc[r]);
-                    acc[r] = fmaf(wf[5], c.y, acc[r]);
-                    acc[r] = fmaf(wf[6], c.z, acc[r]);
-                    acc[r] = fmaf(wf[7], c.w, acc[r]);
+                for (int k = 0; k < 8; ++k) wf[j][k] = fmaf(s, (float)((q >> (k * BITS)) & ((1u << BITS) - 1u)), b);
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; ++k) wf[j][k] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RT; ++r) {
+            if (r < nr) {
+                const float4* xp = reinterpret_cast<const float4*>(xb + (size_t)r * cols + c0);
+                const float4 a = xp[0], c = xp[1];
+#pragma unroll
+                for (int j = 0; j < OPW; ++j) {
+                    acc[r][j] = fmaf(wf[j][0], a.x, acc[r][j]);
+                    acc[r][j] = fmaf(wf[j][1], a.y, acc[r][j]);
+                    acc[r][j] = fmaf(wf[j][2], a.z, acc[r][j]);
+                    acc[r][j] = fmaf(wf[j][3], a.w, acc[r][j]);
+                    acc[r][j] = fmaf(wf[j][4], c.x, acc[r][j]);
+                    acc[r][j] = fmaf(wf[j][5], c.y, acc[r][j]);
+                    acc[r][j] = fmaf(wf[j][6], c.z, acc[r][j]);
+                    acc[r][j] = fmaf(wf[j][7], c.w, acc[r][j]);
                 }
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < RT; ++r) acc[r] = warp_sum(acc[r]);
-    if (lane == 0) {
-#pragma unroll
-        for (int r = 0; r < RT; ++r)
-            if (r < nr) y[(size_t)(r0 + r) * out + o] = acc[r];
-    }
+    store_tile(acc, y, r0, nr, o0, nout, out);
 }
 
 template <typename E>

@@ -12,7 +12,7 @@ use tensorfold_backend::{AttnParams, AttnSpec, RowRef};
 pub const PAGE_ROWS: usize = 16;
 /// Largest head_dim the kernels hold (HDMAX); heads per block (AW).
 const HDMAX: usize = 256;
-const AW: usize = 4;
+const AW: usize = 1;
 
 /// Pages of `[2, PAGE_ROWS, row]` f32 (keys then values), at most `capacity` taken at once.
 pub struct KvPool {
@@ -111,7 +111,12 @@ impl CudaKv {
             let page = self
                 .pool
                 .take(&self.dev, self.page_floats())
-                .ok_or_else(|| format!("KV page pool exhausted ({} pages in use)", self.pool.capacity()))?;
+                .ok_or_else(|| {
+                    format!(
+                        "KV page pool exhausted ({} pages in use)",
+                        self.pool.capacity()
+                    )
+                })?;
             self.pages.push(page);
         }
         if self.pages.len() != before || self.table.is_none() && !self.pages.is_empty() {
@@ -128,9 +133,7 @@ impl CudaKv {
             return Ok(());
         }
         let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
-        if let Some(r) = path.iter().find(|r| !rows.contains(r)) {
-            return Err(format!("row {r} is not pending"));
-        }
+        crate::round::check_pending(&rows, path)?;
         self.reserve(self.len + path.len())?;
         let idx: Vec<i32> = path.iter().map(|&r| r as i32).collect();
         let idx = self.dev.i32s(&idx);
@@ -200,10 +203,20 @@ pub(crate) fn gated_attention(
 ) -> CudaAct {
     let s = p.spec;
     let (hd, heads, kvh) = (s.head_dim, s.heads, s.kv_heads);
-    assert!(hd <= HDMAX && hd % 4 == 0, "head_dim {hd}: the CUDA kernels need a multiple of 4 up to {HDMAX}");
-    assert!(kvh > 0 && heads % kvh == 0, "heads {heads} not a multiple of kv heads {kvh}");
+    assert!(
+        hd <= HDMAX && hd % 4 == 0,
+        "head_dim {hd}: the CUDA kernels need a multiple of 4 up to {HDMAX}"
+    );
+    assert!(
+        kvh > 0 && heads % kvh == 0,
+        "heads {heads} not a multiple of kv heads {kvh}"
+    );
     assert_eq!(qg.cols, heads * 2 * hd, "attention: query+gate columns");
-    assert_eq!((k.cols, v.cols), (kvh * hd, kvh * hd), "attention: key/value columns");
+    assert_eq!(
+        (k.cols, v.cols),
+        (kvh * hd, kvh * hd),
+        "attention: key/value columns"
+    );
     for st in states.iter_mut() {
         st.pending = None;
     }

@@ -99,9 +99,7 @@ impl CudaLinear {
             return Ok(());
         }
         let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
-        if let Some(r) = path.iter().find(|r| !rows.contains(r)) {
-            return Err(format!("row {r} is not pending"));
-        }
+        crate::round::check_pending(&rows, path)?;
         let s = p_spec;
         let (c, k) = (s.conv_channels(), s.conv_kernel);
         let dev = self.dev.clone();
@@ -230,10 +228,17 @@ pub(crate) fn gated_deltanet(
         s.key_dim,
         s.value_dim
     );
-    assert!(s.key_heads > 0 && s.value_heads % s.key_heads == 0, "value heads must be a multiple of key heads");
+    assert!(
+        s.key_heads > 0 && s.value_heads.is_multiple_of(s.key_heads),
+        "value heads must be a multiple of key heads"
+    );
     let (c, k) = (s.conv_channels(), s.conv_kernel);
     let vt = s.value_heads * s.value_dim;
-    assert_eq!((mixed.cols, z.cols, b.cols, a.cols), (c, vt, s.value_heads, s.value_heads), "DeltaNet input columns");
+    assert_eq!(
+        (mixed.cols, z.cols, b.cols, a.cols),
+        (c, vt, s.value_heads, s.value_heads),
+        "DeltaNet input columns"
+    );
     let r = rows.len();
     let out = new_act(dev, r, vt);
     for st in states.iter_mut() {
@@ -273,6 +278,8 @@ pub(crate) fn gated_deltanet(
     }
     let (mut list, mut slot_off, mut active) = (Vec::new(), vec![0i32], Vec::new());
     let mut snaps = 0i32;
+    // local[i]: row i's index among its slot's rows.
+    let mut local = vec![usize::MAX; r];
     for (slot, idxs) in by_slot.iter().enumerate() {
         if idxs.is_empty() {
             continue;
@@ -283,7 +290,13 @@ pub(crate) fn gated_deltanet(
         }
         let mut entries: Vec<[i32; 3]> = idxs.iter().map(|&i| [i as i32, -1, -1]).collect();
         for (n, &i) in idxs.iter().enumerate() {
-            let parent_local = rows[i].parent.and_then(|pr| idxs.iter().position(|&x| x == pr));
+            local[i] = n;
+        }
+        for (n, &i) in idxs.iter().enumerate() {
+            let parent_local = rows[i]
+                .parent
+                .map(|pr| local[pr])
+                .filter(|&pl| pl != usize::MAX);
             let prev = n.checked_sub(1);
             if parent_local != prev {
                 entries[n][1] = match parent_local {
@@ -302,12 +315,23 @@ pub(crate) fn gated_deltanet(
         slot_off.push((list.len() / 3) as i32);
         active.push(slot);
         let chain = ancestry(rows, *idxs.last().unwrap_or(&0));
-        st.in_place = if chain == *idxs { chain } else { vec![usize::MAX] };
+        st.in_place = if chain == *idxs {
+            chain
+        } else {
+            vec![usize::MAX]
+        };
     }
     let head_state = s.value_dim * s.key_dim;
     let snap_buf = dev.alloc::<f32>(snaps.max(0) as usize * s.value_heads * head_state);
-    let mut ptrs: Vec<u64> = active.iter().map(|&sl| dev.ptr(&states[sl].state)).collect();
-    ptrs.extend(active.iter().map(|&sl| states[sl].start.as_ref().map_or(0, |b| dev.ptr(b))));
+    let mut ptrs: Vec<u64> = active
+        .iter()
+        .map(|&sl| dev.ptr(&states[sl].state))
+        .collect();
+    ptrs.extend(
+        active
+            .iter()
+            .map(|&sl| states[sl].start.as_ref().map_or(0, |b| dev.ptr(b))),
+    );
     let ptrs = dev.u64s(&ptrs);
     let base = dev.ptr(&*ptrs);
     let (list, slot_off) = (dev.i32s(&list), dev.i32s(&slot_off));

@@ -2,7 +2,10 @@
 //! and a content-keyed cache of small metadata arrays so a round's row tables are uploaded once, not per layer.
 
 use crate::{libs, nvrtc};
-use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+use cudarc::driver::{
+    result, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    PinnedHostSlice,
+};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -31,6 +34,8 @@ pub struct Dev {
     pub stream: Arc<CudaStream>,
     funcs: HashMap<String, CudaFunction>,
     cache: Mutex<ArrayCache>,
+    /// Page-locked staging for device-to-host copies (grown on demand).
+    pinned: Mutex<Option<PinnedHostSlice<f32>>>,
     /// Device name, compute capability, driver and where the kernels came from.
     pub info: String,
 }
@@ -53,12 +58,19 @@ impl Dev {
         let nvrtc_from = libs::ensure_nvrtc()?;
         let count = CudaContext::device_count().map_err(|e| format!("CUDA init: {e:?}"))?;
         if (ordinal as i32) >= count {
-            return Err(format!("CUDA device {ordinal} requested but {count} present"));
+            return Err(format!(
+                "CUDA device {ordinal} requested but {count} present"
+            ));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| format!("CUDA context: {e:?}"))?;
         // SAFETY: called before this backend allocates anything; every op is ordered on one stream.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.new_stream().map_err(|e| format!("CUDA stream: {e:?}"))?;
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| format!("CUDA stream: {e:?}"))?;
+        if ctx.has_async_alloc() {
+            keep_pool_memory(&ctx)?;
+        }
         let (major, minor) = ctx
             .compute_capability()
             .map_err(|e| format!("compute capability: {e:?}"))?;
@@ -93,6 +105,7 @@ impl Dev {
             stream,
             funcs,
             cache: Mutex::new(ArrayCache::default()),
+            pinned: Mutex::new(None),
             info,
         })
     }
@@ -149,17 +162,35 @@ impl Dev {
         ok(self.stream.clone_htod(v), "upload")
     }
 
-    pub fn download<T: DeviceRepr + Default + Clone>(&self, s: &CudaSlice<T>, n: usize) -> Vec<T> {
+    /// The first `n` values of `s`, through a page-locked staging buffer (waits for the stream).
+    pub fn download(&self, s: &CudaSlice<f32>, n: usize) -> Vec<f32> {
         if n == 0 {
             return Vec::new();
         }
-        let mut out = vec![T::default(); n];
+        let mut guard = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.as_ref().is_none_or(|p| p.len() < n) {
+            guard.take();
+            // SAFETY: the staging buffer is only read after a copy into it has completed.
+            let fresh = unsafe { self.ctx.alloc_pinned_with_flags::<f32>(n.max(1 << 20), 0) };
+            *guard = Some(ok(fresh, "pinned staging buffer"));
+        }
+        let Some(pinned) = guard.as_mut() else {
+            unreachable!("staging buffer allocated above")
+        };
+        let host = &mut ok(pinned.as_mut_slice(), "staging buffer")[..n];
+        let src = self.ptr(s);
+        assert!(
+            s.len() >= n,
+            "download: {n} values from a buffer of {}",
+            s.len()
+        );
+        // SAFETY: `host` holds exactly n values and `s` at least n; the copy completes before the read below.
         ok(
-            self.stream.memcpy_dtoh(&s.slice(0..n), &mut out[..]),
+            unsafe { result::memcpy_dtoh_async(host, src, self.stream.cu_stream()) },
             "download",
         );
         ok(self.stream.synchronize(), "synchronize");
-        out
+        host.to_vec()
     }
 
     /// The device address of a buffer.
@@ -210,6 +241,27 @@ impl Dev {
     pub fn sync(&self) {
         ok(self.stream.synchronize(), "synchronize");
     }
+}
+
+/// Keeps freed memory in the device's default pool instead of returning it to the OS at every synchronisation
+/// (the default threshold of 0 makes every round's allocations go back to the driver).
+fn keep_pool_memory(ctx: &CudaContext) -> Result<(), String> {
+    let mut pool = std::ptr::null_mut();
+    let mut threshold = u64::MAX;
+    // SAFETY: out-parameter and attribute value are valid for the calls; the device handle is the context's.
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device())
+            .result()
+            .map_err(|e| format!("default memory pool: {e:?}"))?;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold as *mut u64).cast(),
+        )
+        .result()
+        .map_err(|e| format!("memory pool release threshold: {e:?}"))?;
+    }
+    Ok(())
 }
 
 /// Every kernel the module must export.

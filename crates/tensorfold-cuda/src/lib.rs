@@ -18,6 +18,18 @@ pub use attention::{CudaKv, KvPool, PAGE_ROWS};
 pub use deltanet::{CudaLinear, CudaLinearSnapshot};
 pub use ops::{CudaAct, CudaMatrix, CudaVector};
 
+/// Why the CUDA backend could not start (no driver, no GPU, no NVRTC, a kernel that failed to build).
+#[derive(Debug, Clone)]
+pub struct CudaUnavailable(pub String);
+
+impl std::fmt::Display for CudaUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CUDA unavailable: {}", self.0)
+    }
+}
+
+impl std::error::Error for CudaUnavailable {}
+
 /// The CUDA backend; clones share the device, its stream and one KV page pool.
 #[derive(Clone)]
 pub struct CudaBackend {
@@ -27,13 +39,16 @@ pub struct CudaBackend {
 
 impl CudaBackend {
     /// Opens GPU `ordinal` with an unbounded KV pool. A machine without a GPU, driver or NVRTC gets a clear error.
-    pub fn new(ordinal: usize) -> Result<Self> {
+    pub fn new(ordinal: usize) -> std::result::Result<Self, CudaUnavailable> {
         Self::with_kv_pages(ordinal, usize::MAX / 2)
     }
 
     /// As `new`, with at most `pages` KV pages of `PAGE_ROWS` positions (all attention layers together).
-    pub fn with_kv_pages(ordinal: usize, pages: usize) -> Result<Self> {
-        let dev = device::Dev::open(ordinal).map_err(|e| CoreError::Resource(format!("CUDA: {e}")))?;
+    pub fn with_kv_pages(
+        ordinal: usize,
+        pages: usize,
+    ) -> std::result::Result<Self, CudaUnavailable> {
+        let dev = device::Dev::open(ordinal).map_err(CudaUnavailable)?;
         Ok(CudaBackend {
             dev: Arc::new(dev),
             pool: KvPool::new(pages),
@@ -70,7 +85,12 @@ impl CudaBackend {
 
     /// An activation from host rows (tests, drafters).
     pub fn act_from_host(&self, rows: usize, cols: usize, data: &[f32]) -> CudaAct {
-        assert_eq!(data.len(), rows * cols, "act_from_host: {rows}×{cols} needs {} floats", rows * cols);
+        assert_eq!(
+            data.len(),
+            rows * cols,
+            "act_from_host: {rows}×{cols} needs {} floats",
+            rows * cols
+        );
         CudaAct {
             rows,
             cols,

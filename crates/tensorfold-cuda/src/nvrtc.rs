@@ -97,7 +97,12 @@ pub fn program_cubin(arch: &str, driver_version: i32) -> Result<(Vec<u8>, bool),
     h.update(src.as_bytes());
     h.update(opts.join(" ").as_bytes());
     h.update(format!("nvrtc {maj}.{min} driver {driver_version} {arch}").as_bytes());
-    let key: String = h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect();
+    let key: String = h
+        .finalize()
+        .iter()
+        .take(12)
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let path = cache_dir().join(format!("{arch}-{key}.cubin"));
     if let Ok(bytes) = std::fs::read(&path) {
         if !bytes.is_empty() {

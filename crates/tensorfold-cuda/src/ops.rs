@@ -67,8 +67,9 @@ fn blocks(n: usize, per: usize) -> u32 {
 
 /// Threads per block of the row-wise kernels.
 const THREADS: u32 = 256;
-/// Output features per projection block (PW in project.cu) and rows per tile (RT).
+/// Warps per projection block (PW in project.cu), output features per warp (OPW) and rows per tile (RT).
 const PW: usize = 4;
+const OPW: usize = 4;
 const RT: usize = 8;
 
 pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
@@ -81,7 +82,11 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
             cols,
         } => {
             if data.len() < rows * cols * dtype.size() {
-                return bad(format!("{rows}×{cols} {dtype:?} needs {} bytes, got {}", rows * cols * dtype.size(), data.len()));
+                return bad(format!(
+                    "{rows}×{cols} {dtype:?} needs {} bytes, got {}",
+                    rows * cols * dtype.size(),
+                    data.len()
+                ));
             }
             Ok(CudaMatrix::Dense {
                 dtype,
@@ -104,12 +109,16 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
                 return bad(format!("{bits}-bit codes are not supported"));
             }
             if group_size == 0 || group_size % 32 != 0 || cols % group_size != 0 {
-                return bad(format!("group size {group_size} with {cols} columns (need multiples of 32)"));
+                return bad(format!(
+                    "group size {group_size} with {cols} columns (need multiples of 32)"
+                ));
             }
             let code_bytes = rows * MatrixRef::affine_row_bytes(cols, bits);
             let sb = rows * (cols / group_size) * scale_dtype.size();
             if codes.len() < code_bytes || scales.len() < sb || biases.len() < sb {
-                return bad(format!("{rows}×{cols} {bits}-bit: short codes, scales or biases"));
+                return bad(format!(
+                    "{rows}×{cols} {bits}-bit: short codes, scales or biases"
+                ));
             }
             Ok(CudaMatrix::Affine {
                 bits,
@@ -147,7 +156,12 @@ pub(crate) fn embed(dev: &Dev, table: &CudaMatrix, ids: &[u32]) -> CudaAct {
             &format!("embed_dense_{}", dtype_name(*dtype)),
             grid,
             THREADS,
-            &[Arg::P(dev.ptr(data)), Arg::P(i), Arg::P(o), Arg::I(cols as i32)],
+            &[
+                Arg::P(dev.ptr(data)),
+                Arg::P(i),
+                Arg::P(o),
+                Arg::I(cols as i32),
+            ],
         ),
         CudaMatrix::Affine {
             bits,
@@ -176,17 +190,32 @@ pub(crate) fn embed(dev: &Dev, table: &CudaMatrix, ids: &[u32]) -> CudaAct {
 }
 
 pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
-    assert_eq!(x.cols, w.cols(), "project: x has {} columns, W has {}", x.cols, w.cols());
+    assert_eq!(
+        x.cols,
+        w.cols(),
+        "project: x has {} columns, W has {}",
+        x.cols,
+        w.cols()
+    );
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     let y = new_act(dev, rows, out_f);
-    let grid = (blocks(out_f, PW), blocks(rows, RT), 1);
+    let grid = (blocks(out_f, PW * OPW) * blocks(rows, RT), 1, 1);
     let (xp, yp) = (dev.ptr(&x.buf), dev.ptr(&y.buf));
-    let shape = [Arg::I(rows as i32), Arg::I(out_f as i32), Arg::I(cols as i32)];
+    let shape = [
+        Arg::I(rows as i32),
+        Arg::I(out_f as i32),
+        Arg::I(cols as i32),
+    ];
     match w {
         CudaMatrix::Dense { dtype, data, .. } => {
             let mut args = vec![Arg::P(xp), Arg::P(dev.ptr(data)), Arg::P(yp)];
             args.extend(shape);
-            dev.launch(&format!("project_dense_{}", dtype_name(*dtype)), grid, (PW * 32) as u32, &args);
+            dev.launch(
+                &format!("project_dense_{}", dtype_name(*dtype)),
+                grid,
+                (PW * 32) as u32,
+                &args,
+            );
         }
         CudaMatrix::Affine {
             bits,
@@ -218,7 +247,11 @@ pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
 }
 
 pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> CudaAct {
-    assert_eq!(x.cols, w.len, "rms_norm: {} columns, {} weights", x.cols, w.len);
+    assert_eq!(
+        x.cols, w.len,
+        "rms_norm: {} columns, {} weights",
+        x.cols, w.len
+    );
     let y = new_act(dev, x.rows, x.cols);
     dev.launch(
         "rms_norm",
@@ -240,7 +273,11 @@ fn elementwise_grid(n: usize) -> (u32, u32, u32) {
 }
 
 pub(crate) fn add_assign(dev: &Dev, x: &mut CudaAct, y: &CudaAct) {
-    assert_eq!((x.rows, x.cols), (y.rows, y.cols), "add_assign: shapes differ");
+    assert_eq!(
+        (x.rows, x.cols),
+        (y.rows, y.cols),
+        "add_assign: shapes differ"
+    );
     if Arc::get_mut(&mut x.buf).is_none() {
         // Another holder (a pending round) shares this buffer: write to a copy.
         x.buf = Arc::new(ok(dev.stream.clone_dtod(&*x.buf), "copy on write"));
@@ -250,12 +287,20 @@ pub(crate) fn add_assign(dev: &Dev, x: &mut CudaAct, y: &CudaAct) {
         "add_assign",
         elementwise_grid(n),
         THREADS,
-        &[Arg::P(dev.ptr(&x.buf)), Arg::P(dev.ptr(&y.buf)), Arg::P(n as u64)],
+        &[
+            Arg::P(dev.ptr(&x.buf)),
+            Arg::P(dev.ptr(&y.buf)),
+            Arg::P(n as u64),
+        ],
     );
 }
 
 pub(crate) fn swiglu(dev: &Dev, gate: &CudaAct, up: &CudaAct) -> CudaAct {
-    assert_eq!((gate.rows, gate.cols), (up.rows, up.cols), "swiglu: shapes differ");
+    assert_eq!(
+        (gate.rows, gate.cols),
+        (up.rows, up.cols),
+        "swiglu: shapes differ"
+    );
     let out = new_act(dev, gate.rows, gate.cols);
     let n = gate.rows * gate.cols;
     dev.launch(

@@ -57,6 +57,19 @@ pub fn round_rows(rows: &[RowRef], committed: &[usize]) -> RoundRows {
     RoundRows { meta, paths }
 }
 
+/// Ok when every row of `path` is among the slot's pending `rows` (both round row indices).
+pub fn check_pending(rows: &[usize], path: &[usize]) -> Result<(), String> {
+    let top = rows.iter().chain(path).copied().max().unwrap_or(0);
+    let mut pending = vec![false; top + 1];
+    for &r in rows {
+        pending[r] = true;
+    }
+    match path.iter().find(|&&r| !pending[r]) {
+        Some(r) => Err(format!("row {r} is not pending")),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,14 +91,46 @@ mod tests {
     fn every_encoded_path_is_the_rows_ancestry() {
         // Slot 0: a chain 0-1-2 then a branch 3 off row 1 and 4 off 3; slot 1: a chain 5-6; slot 0 root 7.
         let rows = [
-            RowRef { slot: 0, pos: 4, parent: None },
-            RowRef { slot: 0, pos: 5, parent: Some(0) },
-            RowRef { slot: 0, pos: 6, parent: Some(1) },
-            RowRef { slot: 0, pos: 6, parent: Some(1) },
-            RowRef { slot: 0, pos: 7, parent: Some(3) },
-            RowRef { slot: 1, pos: 0, parent: None },
-            RowRef { slot: 1, pos: 1, parent: Some(5) },
-            RowRef { slot: 0, pos: 4, parent: None },
+            RowRef {
+                slot: 0,
+                pos: 4,
+                parent: None,
+            },
+            RowRef {
+                slot: 0,
+                pos: 5,
+                parent: Some(0),
+            },
+            RowRef {
+                slot: 0,
+                pos: 6,
+                parent: Some(1),
+            },
+            RowRef {
+                slot: 0,
+                pos: 6,
+                parent: Some(1),
+            },
+            RowRef {
+                slot: 0,
+                pos: 7,
+                parent: Some(3),
+            },
+            RowRef {
+                slot: 1,
+                pos: 0,
+                parent: None,
+            },
+            RowRef {
+                slot: 1,
+                pos: 1,
+                parent: Some(5),
+            },
+            RowRef {
+                slot: 0,
+                pos: 4,
+                parent: None,
+            },
         ];
         let t = round_rows(&rows, &[4, 0]);
         for i in 0..rows.len() {

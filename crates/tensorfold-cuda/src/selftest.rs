@@ -20,7 +20,10 @@ impl Report {
     /// Records a comparison against the CPU twin: `err` = max |cuda − cpu| / max |cpu|.
     pub(crate) fn close(&mut self, what: &str, err: f64, tol: f64) {
         let ok = err.is_finite() && err <= tol;
-        let line = format!("{} {what}: rel err {err:.2e} (tol {tol:.0e})", if ok { "ok  " } else { "FAIL" });
+        let line = format!(
+            "{} {what}: rel err {err:.2e} (tol {tol:.0e})",
+            if ok { "ok  " } else { "FAIL" }
+        );
         if !ok {
             self.failures.push(line.clone());
         }
@@ -29,7 +32,11 @@ impl Report {
     /// Records a bit-for-bit comparison.
     pub(crate) fn same(&mut self, what: &str, a: &[f32], b: &[f32]) {
         let diff = a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x.to_bits() != y.to_bits());
-        let line = format!("{} {what}: {}", if diff { "FAIL" } else { "ok  " }, if diff { "bits differ" } else { "bit-equal" });
+        let line = format!(
+            "{} {what}: {}",
+            if diff { "FAIL" } else { "ok  " },
+            if diff { "bits differ" } else { "bit-equal" }
+        );
         if diff {
             self.failures.push(line.clone());
         }
@@ -59,19 +66,31 @@ pub(crate) fn rel_err(got: &[f32], want: &[f32]) -> f64 {
     if got.len() != want.len() {
         return f64::INFINITY;
     }
-    let scale = want.iter().fold(0f64, |m, &v| m.max(v.abs() as f64)).max(1e-30);
-    let d = got
+    let scale = want
         .iter()
-        .zip(want)
-        .fold(0f64, |m, (&a, &b)| if a.is_nan() { f64::INFINITY } else { m.max((a as f64 - b as f64).abs()) });
+        .fold(0f64, |m, &v| m.max(v.abs() as f64))
+        .max(1e-30);
+    let d = got.iter().zip(want).fold(0f64, |m, (&a, &b)| {
+        if a.is_nan() {
+            f64::INFINITY
+        } else {
+            m.max((a as f64 - b as f64).abs())
+        }
+    });
     d / scale
 }
 
 fn encode(dtype: DenseDType, v: &[f32]) -> Vec<u8> {
     match dtype {
         DenseDType::F32 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        DenseDType::F16 => v.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect(),
-        DenseDType::BF16 => v.iter().flat_map(|&x| half::bf16::from_f32(x).to_le_bytes()).collect(),
+        DenseDType::F16 => v
+            .iter()
+            .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+            .collect(),
+        DenseDType::BF16 => v
+            .iter()
+            .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+            .collect(),
     }
 }
 
@@ -84,8 +103,17 @@ pub(crate) fn dense(dtype: DenseDType, rows: usize, cols: usize, data: &[f32]) -
     }
 }
 
-fn affine(rng: &mut Rng, bits: u32, gs: usize, sd: DenseDType, rows: usize, cols: usize) -> StoredMatrix {
-    let codes: Vec<u8> = (0..rows * cols * bits as usize / 8).map(|_| rng.next() as u8).collect();
+fn affine(
+    rng: &mut Rng,
+    bits: u32,
+    gs: usize,
+    sd: DenseDType,
+    rows: usize,
+    cols: usize,
+) -> StoredMatrix {
+    let codes: Vec<u8> = (0..rows * cols * bits as usize / 8)
+        .map(|_| rng.next() as u8)
+        .collect();
     let ng = rows * cols / gs;
     let scales: Vec<f32> = (0..ng).map(|_| 0.02 + 0.01 * rng.unit()).collect();
     let biases = rng.vec(ng, 0.1);
@@ -103,31 +131,58 @@ fn affine(rng: &mut Rng, bits: u32, gs: usize, sd: DenseDType, rows: usize, cols
 
 /// Activations `[rows, cols]` equal to `data` on any backend (an f32 table looked up row by row: exact).
 pub(crate) fn act<B: Backend>(be: &B, rows: usize, cols: usize, data: &[f32]) -> B::Act {
-    let table = be.matrix(&dense(DenseDType::F32, rows, cols, data)).expect("upload");
+    let table = be
+        .matrix(&dense(DenseDType::F32, rows, cols, data))
+        .expect("upload");
     let ids: Vec<u32> = (0..rows as u32).collect();
     be.embed(&table, &ids)
 }
 
 /// Row subsets a row is checked in: alone, and among 1, 2, 7, 8, 9, 31, 63 others at various places.
 fn subsets(n: usize) -> Vec<Vec<usize>> {
-    let mut v = vec![vec![5], vec![5, 6], vec![0, 5, 63], (0..8).collect(), (0..9).collect(), (3..35).collect()];
+    let mut v = vec![
+        vec![5],
+        vec![5, 6],
+        vec![0, 5, 63],
+        (0..8).collect(),
+        (0..9).collect(),
+        (3..35).collect(),
+    ];
     v.push((0..n).rev().collect());
     v.retain(|s| s.iter().all(|&r| r < n));
     v
 }
 
-fn check_projection(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut Rng, name: &str, m: StoredMatrix) {
+fn check_projection(
+    rep: &mut Report,
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    rng: &mut Rng,
+    name: &str,
+    m: StoredMatrix,
+) {
     let (out_f, cols) = (m.rows(), m.cols());
     let n = 64;
     let x = rng.vec(n * cols, 1.0);
     let want = cpu.to_host(&cpu.project(&act(cpu, n, cols, &x), &cpu.matrix(&m).expect("cpu")));
     let w = gpu.matrix(&m).expect("upload");
     let got = gpu.to_host(&gpu.project(&act(gpu, n, cols, &x), &w));
-    let tol = if name.contains("f32") && !name.contains("bit") { 2e-5 } else { 5e-5 };
-    rep.close(&format!("project {name} {out_f}x{cols}, 64 rows vs cpu"), rel_err(&got, &want), tol);
+    let tol = if name.contains("f32") && !name.contains("bit") {
+        2e-5
+    } else {
+        5e-5
+    };
+    rep.close(
+        &format!("project {name} {out_f}x{cols}, 64 rows vs cpu"),
+        rel_err(&got, &want),
+        tol,
+    );
     let mut same = true;
     for s in subsets(n) {
-        let xs: Vec<f32> = s.iter().flat_map(|&r| x[r * cols..(r + 1) * cols].iter().copied()).collect();
+        let xs: Vec<f32> = s
+            .iter()
+            .flat_map(|&r| x[r * cols..(r + 1) * cols].iter().copied())
+            .collect();
         let ys = gpu.to_host(&gpu.project(&act(gpu, s.len(), cols, &xs), &w));
         for (j, &r) in s.iter().enumerate() {
             let a = &ys[j * out_f..(j + 1) * out_f];
@@ -135,8 +190,16 @@ fn check_projection(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: 
             same &= a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits());
         }
     }
-    let (a, b) = if same { (vec![0.0], vec![0.0]) } else { (vec![0.0], vec![1.0]) };
-    rep.same(&format!("project {name}: rows alone / among 1..64 others"), &a, &b);
+    let (a, b) = if same {
+        (vec![0.0], vec![0.0])
+    } else {
+        (vec![0.0], vec![1.0])
+    };
+    rep.same(
+        &format!("project {name}: rows alone / among 1..64 others"),
+        &a,
+        &b,
+    );
 }
 
 fn check_rowwise(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut Rng) {
@@ -146,29 +209,50 @@ fn check_rowwise(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mu
     let w = rng.vec(cols, 1.0);
     let (xc, yc) = (act(cpu, n, cols, &x), act(cpu, n, cols, &y));
     let (xg, yg) = (act(gpu, n, cols, &x), act(gpu, n, cols, &y));
-    rep.close("embed f32 (exact copy)", rel_err(&gpu.to_host(&xg), &x), 0.0);
+    rep.close(
+        "embed f32 (exact copy)",
+        rel_err(&gpu.to_host(&xg), &x),
+        0.0,
+    );
     let (wc, wg) = (cpu.vector(&w).expect("cpu"), gpu.vector(&w).expect("gpu"));
     let nc = cpu.to_host(&cpu.rms_norm(&xc, &wc, 1e-6));
     let ng = gpu.to_host(&gpu.rms_norm(&xg, &wg, 1e-6));
     rep.close("rms_norm", rel_err(&ng, &nc), 1e-5);
     let one = gpu.to_host(&gpu.rms_norm(&act(gpu, 1, cols, &x[7 * cols..8 * cols]), &wg, 1e-6));
-    rep.same("rms_norm: a row alone vs among 32 others", &one, &ng[7 * cols..8 * cols]);
+    rep.same(
+        "rms_norm: a row alone vs among 32 others",
+        &one,
+        &ng[7 * cols..8 * cols],
+    );
     let sc = cpu.to_host(&cpu.swiglu(&xc, &yc));
     let sg = gpu.to_host(&gpu.swiglu(&xg, &yg));
     rep.close("swiglu", rel_err(&sg, &sc), 1e-5);
     let (mut ac, mut ag) = (act(cpu, n, cols, &x), act(gpu, n, cols, &x));
     cpu.add_assign(&mut ac, &yc);
     gpu.add_assign(&mut ag, &yg);
-    rep.close("add_assign", rel_err(&gpu.to_host(&ag), &cpu.to_host(&ac)), 0.0);
+    rep.close(
+        "add_assign",
+        rel_err(&gpu.to_host(&ag), &cpu.to_host(&ac)),
+        0.0,
+    );
     let pick = [4usize, 0, 32, 4];
     rep.close(
         "select_rows",
-        rel_err(&gpu.to_host(&gpu.select_rows(&xg, &pick)), &cpu.to_host(&cpu.select_rows(&xc, &pick))),
+        rel_err(
+            &gpu.to_host(&gpu.select_rows(&xg, &pick)),
+            &cpu.to_host(&cpu.select_rows(&xc, &pick)),
+        ),
         0.0,
     );
 }
 
-fn check_embed(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, name: &str, m: &StoredMatrix) {
+fn check_embed(
+    rep: &mut Report,
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    name: &str,
+    m: &StoredMatrix,
+) {
     let ids: Vec<u32> = (0..m.rows() as u32).rev().step_by(3).collect();
     let want = cpu.to_host(&cpu.embed(&cpu.matrix(m).expect("cpu"), &ids));
     let got = gpu.to_host(&gpu.embed(&gpu.matrix(m).expect("gpu"), &ids));
@@ -186,14 +270,25 @@ pub fn run(gpu: &CudaBackend) -> Report {
         for (out_f, cols) in [(37usize, 256usize), (21, 100), (9, 72)] {
             let data = rng.vec(out_f * cols, 0.5);
             let m = dense(dt, out_f, cols, &data);
-            check_projection(&mut rep, &cpu, gpu, &mut rng, &format!("dense {}", dt.name()), m.clone());
+            check_projection(
+                &mut rep,
+                &cpu,
+                gpu,
+                &mut rng,
+                &format!("dense {}", dt.name()),
+                m.clone(),
+            );
             if cols == 256 {
                 check_embed(&mut rep, &cpu, gpu, &format!("dense {}", dt.name()), &m);
             }
         }
     }
     for bits in [2u32, 3, 4, 5, 6, 8] {
-        for (gs, sd) in [(64usize, DenseDType::BF16), (32, DenseDType::F16), (128, DenseDType::F32)] {
+        for (gs, sd) in [
+            (64usize, DenseDType::BF16),
+            (32, DenseDType::F16),
+            (128, DenseDType::F32),
+        ] {
             let m = affine(&mut rng, bits, gs, sd, 37, 256);
             let name = format!("MLX {bits}-bit g{gs} {}", sd.name());
             check_projection(&mut rep, &cpu, gpu, &mut rng, &name, m.clone());

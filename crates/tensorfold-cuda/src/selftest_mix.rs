@@ -28,7 +28,13 @@ trait Mix {
 }
 
 fn refs(rows: &[Row]) -> Vec<RowRef> {
-    rows.iter().map(|r| RowRef { slot: r.slot, pos: r.pos, parent: r.parent }).collect()
+    rows.iter()
+        .map(|r| RowRef {
+            slot: r.slot,
+            pos: r.pos,
+            parent: r.parent,
+        })
+        .collect()
 }
 
 /// The inputs of a row: `cols` values fixed by (position, token, which input), whatever its slot.
@@ -55,11 +61,19 @@ impl<B: Backend<KvSnapshot = (Vec<f32>, Vec<f32>)>> Mix for Attn<B> {
     }
     fn round(&self, rows: &[Row], sts: &mut [&mut B::KvState]) -> Vec<f32> {
         let s = self.p.spec;
-        let (n, qc, kc) = (rows.len(), s.heads * 2 * s.head_dim, s.kv_heads * s.head_dim);
+        let (n, qc, kc) = (
+            rows.len(),
+            s.heads * 2 * s.head_dim,
+            s.kv_heads * s.head_dim,
+        );
         let qg = act(&self.be, n, qc, &inputs(rows, qc, 1, 1.0));
         let k = act(&self.be, n, kc, &inputs(rows, kc, 2, 1.0));
         let v = act(&self.be, n, kc, &inputs(rows, kc, 3, 1.0));
-        self.be.to_host(&self.be.gated_attention(&self.p, &qg, &k, &v, &refs(rows), sts))
+        self.be.to_host(
+            &self
+                .be
+                .gated_attention(&self.p, &qg, &k, &v, &refs(rows), sts),
+        )
     }
     fn keep(&self, st: &mut B::KvState, path: &[usize]) {
         self.be.keep_kv(st, path).expect("keep_kv");
@@ -70,7 +84,9 @@ impl<B: Backend<KvSnapshot = (Vec<f32>, Vec<f32>)>> Mix for Attn<B> {
         k
     }
     fn copy(&self, st: &B::KvState) -> B::KvState {
-        self.be.restore_kv(&self.p.spec, &self.be.snapshot_kv(st)).expect("restore_kv")
+        self.be
+            .restore_kv(&self.p.spec, &self.be.snapshot_kv(st))
+            .expect("restore_kv")
     }
     fn out_cols(&self) -> usize {
         self.p.spec.heads * self.p.spec.head_dim
@@ -90,7 +106,12 @@ impl<B: Backend> Mix for Lin<B> {
     }
     fn round(&self, rows: &[Row], sts: &mut [&mut B::LinearState]) -> Vec<f32> {
         let s = self.p.spec;
-        let (n, c, vt, hv) = (rows.len(), s.conv_channels(), s.value_heads * s.value_dim, s.value_heads);
+        let (n, c, vt, hv) = (
+            rows.len(),
+            s.conv_channels(),
+            s.value_heads * s.value_dim,
+            s.value_heads,
+        );
         let be = &self.be;
         let mixed = act(be, n, c, &inputs(rows, c, 4, 1.0));
         let z = act(be, n, vt, &inputs(rows, vt, 5, 1.0));
@@ -99,7 +120,9 @@ impl<B: Backend> Mix for Lin<B> {
         be.to_host(&be.gated_deltanet(&self.p, &mixed, &z, &b, &a, &refs(rows), sts))
     }
     fn keep(&self, st: &mut B::LinearState, path: &[usize]) {
-        self.be.keep_linear(&self.p.spec, st, path).expect("keep_linear");
+        self.be
+            .keep_linear(&self.p.spec, st, path)
+            .expect("keep_linear");
     }
     fn state(&self, st: &B::LinearState) -> Vec<f32> {
         (self.snap)(&self.be, st)
@@ -114,12 +137,19 @@ impl<B: Backend> Mix for Lin<B> {
 
 fn chain(slot: usize, start: usize, first: usize, n: usize, token: u64) -> Vec<Row> {
     (0..n)
-        .map(|i| Row { slot, pos: start + i, parent: (i > 0).then(|| first + i - 1), token: token + i as u64 })
+        .map(|i| Row {
+            slot,
+            pos: start + i,
+            parent: (i > 0).then(|| first + i - 1),
+            token: token + i as u64,
+        })
         .collect()
 }
 
 fn rows_of(out: &[f32], cols: usize, idx: &[usize]) -> Vec<f32> {
-    idx.iter().flat_map(|&i| out[i * cols..(i + 1) * cols].iter().copied()).collect()
+    idx.iter()
+        .flat_map(|&i| out[i * cols..(i + 1) * cols].iter().copied())
+        .collect()
 }
 
 /// What one scenario produced on one backend (for the comparison with the twin).
@@ -131,17 +161,22 @@ struct Run {
 
 /// The tree round: slot 0 gets A, B(A), C(A), D(B), E(C); slot 1 a chain of 3; slot 2 one row; interleaved.
 fn tree_round(h: [usize; 3]) -> (Vec<Row>, [usize; 5]) {
-    let r = |slot, pos, parent, token| Row { slot, pos, parent, token };
+    let r = |slot, pos, parent, token| Row {
+        slot,
+        pos,
+        parent,
+        token,
+    };
     let rows = vec![
-        r(0, h[0], None, 100),         // 0 A
-        r(1, h[1], None, 200),         // 1
-        r(0, h[0] + 1, Some(0), 101),  // 2 B
-        r(0, h[0] + 1, Some(0), 102),  // 3 C
-        r(2, h[2], None, 300),         // 4
-        r(0, h[0] + 2, Some(2), 103),  // 5 D
-        r(1, h[1] + 1, Some(1), 201),  // 6
-        r(0, h[0] + 2, Some(3), 104),  // 7 E
-        r(1, h[1] + 2, Some(6), 202),  // 8
+        r(0, h[0], None, 100),        // 0 A
+        r(1, h[1], None, 200),        // 1
+        r(0, h[0] + 1, Some(0), 101), // 2 B
+        r(0, h[0] + 1, Some(0), 102), // 3 C
+        r(2, h[2], None, 300),        // 4
+        r(0, h[0] + 2, Some(2), 103), // 5 D
+        r(1, h[1] + 1, Some(1), 201), // 6
+        r(0, h[0] + 2, Some(3), 104), // 7 E
+        r(1, h[1] + 2, Some(6), 202), // 8
     ];
     (rows, [0, 2, 3, 5, 7])
 }
@@ -158,7 +193,10 @@ fn scenario<M: Mix>(m: &M) -> (Run, Vec<M::St>) {
         m.round(&pre, &mut r)
     };
     m.keep(&mut sts[0], &(0..HIST[0]).collect::<Vec<_>>());
-    m.keep(&mut sts[1], &(HIST[0]..HIST[0] + HIST[1]).collect::<Vec<_>>());
+    m.keep(
+        &mut sts[1],
+        &(HIST[0]..HIST[0] + HIST[1]).collect::<Vec<_>>(),
+    );
     let before: Vec<M::St> = sts.iter().map(|s| m.copy(s)).collect();
     let (rows, _) = tree_round(HIST);
     let tree = {
@@ -169,7 +207,14 @@ fn scenario<M: Mix>(m: &M) -> (Run, Vec<M::St>) {
     m.keep(&mut sts[1], &[1, 6, 8]);
     m.keep(&mut sts[2], &[4]);
     let kept = sts.iter().map(|s| m.state(s)).collect();
-    (Run { prefill, tree, kept }, before)
+    (
+        Run {
+            prefill,
+            tree,
+            kept,
+        },
+        before,
+    )
 }
 
 fn invariance<M: Mix>(rep: &mut Report, name: &str, m: &M, full: &Run, before: &[M::St]) {
@@ -185,57 +230,140 @@ fn invariance<M: Mix>(rep: &mut Report, name: &str, m: &M, full: &Run, before: &
         at += n;
     }
     let whole: Vec<usize> = (0..HIST[0]).collect();
-    rep.same(&format!("{name}: chunked 7+1+13 prefill alone == whole prefill among others (outputs)"), &outs, &rows_of(&full.prefill, cols, &whole));
-    rep.same(&format!("{name}: chunked prefill == whole prefill (committed state)"), &m.state(&st), &m.state(&before[0]));
+    rep.same(
+        &format!("{name}: chunked 7+1+13 prefill alone == whole prefill among others (outputs)"),
+        &outs,
+        &rows_of(&full.prefill, cols, &whole),
+    );
+    rep.same(
+        &format!("{name}: chunked prefill == whole prefill (committed state)"),
+        &m.state(&st),
+        &m.state(&before[0]),
+    );
     // The tree's path A-C-E as a plain chain, alone, from a copy of the committed state.
     let (rows, idx) = tree_round(HIST);
     let mut st = m.copy(&before[0]);
     let path = [rows[idx[0]], rows[idx[2]], rows[idx[4]]];
-    let plain: Vec<Row> = path.iter().enumerate().map(|(i, r)| Row { slot: 0, parent: (i > 0).then(|| i - 1), ..*r }).collect();
+    let plain: Vec<Row> = path
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Row {
+            slot: 0,
+            parent: (i > 0).then(|| i - 1),
+            ..*r
+        })
+        .collect();
     let got = m.round(&plain, &mut [&mut st]);
-    rep.same(&format!("{name}: tree rows A,C,E == their plain chain alone"), &got, &rows_of(&full.tree, cols, &[0, 3, 7]));
+    rep.same(
+        &format!("{name}: tree rows A,C,E == their plain chain alone"),
+        &got,
+        &rows_of(&full.tree, cols, &[0, 3, 7]),
+    );
     m.keep(&mut st, &[0, 1, 2]);
-    rep.same(&format!("{name}: state kept from the tree (replay) == state after the plain chain"), &m.state(&st), &full.kept[0]);
+    rep.same(
+        &format!("{name}: state kept from the tree (replay) == state after the plain chain"),
+        &m.state(&st),
+        &full.kept[0],
+    );
     // Slot 0's tree alone vs among the other slots.
     let mut st = m.copy(&before[0]);
-    let alone: Vec<Row> = idx.iter().map(|&i| rows[i]).map(|r| Row { parent: r.parent.map(|p| idx.iter().position(|&x| x == p).unwrap_or(0)), ..r }).collect();
+    let alone: Vec<Row> = idx
+        .iter()
+        .map(|&i| rows[i])
+        .map(|r| Row {
+            parent: r
+                .parent
+                .map(|p| idx.iter().position(|&x| x == p).unwrap_or(0)),
+            ..r
+        })
+        .collect();
     let got = m.round(&alone, &mut [&mut st]);
-    rep.same(&format!("{name}: slot 0's tree alone == among two other slots"), &got, &rows_of(&full.tree, cols, &idx));
+    rep.same(
+        &format!("{name}: slot 0's tree alone == among two other slots"),
+        &got,
+        &rows_of(&full.tree, cols, &idx),
+    );
     // One decode row of slot 1 alone vs among 1, 7, 63 other single rows.
     let mut base = m.copy(&before[1]);
-    let one = Row { slot: 0, pos: HIST[1], parent: None, token: 999 };
+    let one = Row {
+        slot: 0,
+        pos: HIST[1],
+        parent: None,
+        token: 999,
+    };
     let alone = m.round(&[one], &mut [&mut base]);
     for others in [1usize, 7, 63] {
         let mut sts: Vec<M::St> = (0..=others).map(|_| m.copy(&before[1])).collect();
         let rows: Vec<Row> = (0..=others)
-            .map(|s| Row { slot: s, pos: HIST[1], parent: None, token: if s == others / 2 { 999 } else { 1000 + s as u64 } })
+            .map(|s| Row {
+                slot: s,
+                pos: HIST[1],
+                parent: None,
+                token: if s == others / 2 {
+                    999
+                } else {
+                    1000 + s as u64
+                },
+            })
             .collect();
         let mut r: Vec<&mut M::St> = sts.iter_mut().collect();
         let out = m.round(&rows, &mut r);
-        rep.same(&format!("{name}: a decode row alone == among {others} others"), &alone, &rows_of(&out, cols, &[others / 2]));
+        rep.same(
+            &format!("{name}: a decode row alone == among {others} others"),
+            &alone,
+            &rows_of(&out, cols, &[others / 2]),
+        );
     }
 }
 
 fn compare<C: Mix, G: Mix>(rep: &mut Report, name: &str, cpu: &C, gpu: &G) {
     let (want, _) = scenario(cpu);
     let (got, before) = scenario(gpu);
-    rep.close(&format!("{name}: prefill outputs vs cpu"), rel_err(&got.prefill, &want.prefill), 2e-4);
-    rep.close(&format!("{name}: tree round outputs vs cpu"), rel_err(&got.tree, &want.tree), 2e-4);
+    rep.close(
+        &format!("{name}: prefill outputs vs cpu"),
+        rel_err(&got.prefill, &want.prefill),
+        2e-4,
+    );
+    rep.close(
+        &format!("{name}: tree round outputs vs cpu"),
+        rel_err(&got.tree, &want.tree),
+        2e-4,
+    );
     for s in 0..3 {
-        rep.close(&format!("{name}: slot {s} state after keep vs cpu"), rel_err(&got.kept[s], &want.kept[s]), 2e-4);
+        rep.close(
+            &format!("{name}: slot {s} state after keep vs cpu"),
+            rel_err(&got.kept[s], &want.kept[s]),
+            2e-4,
+        );
     }
     invariance(rep, name, gpu, &got, &before);
 }
 
 fn attn_params<B: Backend>(be: &B, s: AttnSpec, rng: &mut Rng) -> AttnParams<B> {
-    let w = |rng: &mut Rng| be.vector(&rng.vec(s.head_dim, 0.3).iter().map(|x| 1.0 + x).collect::<Vec<_>>()).expect("vector");
+    let w = |rng: &mut Rng| {
+        be.vector(
+            &rng.vec(s.head_dim, 0.3)
+                .iter()
+                .map(|x| 1.0 + x)
+                .collect::<Vec<_>>(),
+        )
+        .expect("vector")
+    };
     let mut r2 = Rng(rng.0);
-    AttnParams { spec: s, q_norm: w(&mut r2), k_norm: w(&mut r2), eps: 1e-6 }
+    AttnParams {
+        spec: s,
+        q_norm: w(&mut r2),
+        k_norm: w(&mut r2),
+        eps: 1e-6,
+    }
 }
 
 fn lin_params<B: Backend>(be: &B, s: LinearSpec, seed: u64) -> LinearParams<B> {
     let mut g = Rng(seed);
-    let v = |g: &mut Rng, n: usize, scale: f32, off: f32| be.vector(&g.vec(n, scale).iter().map(|x| x + off).collect::<Vec<_>>()).expect("vector");
+    let v = |g: &mut Rng, n: usize, scale: f32, off: f32| {
+        be.vector(&g.vec(n, scale).iter().map(|x| x + off).collect::<Vec<_>>())
+            .expect("vector")
+    };
     LinearParams {
         spec: s,
         conv: v(&mut g, s.conv_channels() * s.conv_kernel, 0.5, 0.0),
@@ -262,24 +390,83 @@ fn gpu_lin_state(be: &CudaBackend, st: &crate::CudaLinear) -> Vec<f32> {
 
 pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut Rng) {
     let attn_specs = [
-        ("attention hd32 4/2 heads rope 16", AttnSpec { heads: 4, kv_heads: 2, head_dim: 32, rotary_dim: 16, rope_theta: 1e7 }),
-        ("attention hd256 24/4 heads rope 64 (27B)", AttnSpec { heads: 24, kv_heads: 4, head_dim: 256, rotary_dim: 64, rope_theta: 1e7 }),
+        (
+            "attention hd32 4/2 heads rope 16",
+            AttnSpec {
+                heads: 4,
+                kv_heads: 2,
+                head_dim: 32,
+                rotary_dim: 16,
+                rope_theta: 1e7,
+            },
+        ),
+        (
+            "attention hd256 24/4 heads rope 64 (27B)",
+            AttnSpec {
+                heads: 24,
+                kv_heads: 4,
+                head_dim: 256,
+                rotary_dim: 64,
+                rope_theta: 1e7,
+            },
+        ),
     ];
     for (name, s) in attn_specs {
         let seed = rng.next();
-        let c = Attn { be: cpu.clone(), p: attn_params(cpu, s, &mut Rng(seed)) };
-        let g = Attn { be: gpu.clone(), p: attn_params(gpu, s, &mut Rng(seed)) };
+        let c = Attn {
+            be: cpu.clone(),
+            p: attn_params(cpu, s, &mut Rng(seed)),
+        };
+        let g = Attn {
+            be: gpu.clone(),
+            p: attn_params(gpu, s, &mut Rng(seed)),
+        };
         compare(rep, name, &c, &g);
     }
     let lin_specs = [
-        ("deltanet 1/3 heads 32x16", LinearSpec { key_heads: 1, value_heads: 3, key_dim: 32, value_dim: 16, conv_kernel: 4 }),
-        ("deltanet 2/4 heads 16x32", LinearSpec { key_heads: 2, value_heads: 4, key_dim: 16, value_dim: 32, conv_kernel: 4 }),
-        ("deltanet 2/6 heads 128x128", LinearSpec { key_heads: 2, value_heads: 6, key_dim: 128, value_dim: 128, conv_kernel: 4 }),
+        (
+            "deltanet 1/3 heads 32x16",
+            LinearSpec {
+                key_heads: 1,
+                value_heads: 3,
+                key_dim: 32,
+                value_dim: 16,
+                conv_kernel: 4,
+            },
+        ),
+        (
+            "deltanet 2/4 heads 16x32",
+            LinearSpec {
+                key_heads: 2,
+                value_heads: 4,
+                key_dim: 16,
+                value_dim: 32,
+                conv_kernel: 4,
+            },
+        ),
+        (
+            "deltanet 2/6 heads 128x128",
+            LinearSpec {
+                key_heads: 2,
+                value_heads: 6,
+                key_dim: 128,
+                value_dim: 128,
+                conv_kernel: 4,
+            },
+        ),
     ];
     for (name, s) in lin_specs {
         let seed = rng.next();
-        let c = Lin { be: cpu.clone(), p: lin_params(cpu, s, seed), snap: cpu_lin_state };
-        let g = Lin { be: gpu.clone(), p: lin_params(gpu, s, seed), snap: gpu_lin_state };
+        let c = Lin {
+            be: cpu.clone(),
+            p: lin_params(cpu, s, seed),
+            snap: cpu_lin_state,
+        };
+        let g = Lin {
+            be: gpu.clone(),
+            p: lin_params(gpu, s, seed),
+            snap: gpu_lin_state,
+        };
         compare(rep, name, &c, &g);
     }
 }
@@ -292,11 +479,30 @@ mod tests {
     fn the_mixer_checks_hold_for_the_cpu_twin_against_itself() {
         let cpu = CpuBackend::default();
         let mut rep = Report::default();
-        let s = AttnSpec { heads: 4, kv_heads: 2, head_dim: 32, rotary_dim: 16, rope_theta: 1e7 };
-        let a = Attn { be: cpu.clone(), p: attn_params(&cpu, s, &mut Rng(7)) };
+        let s = AttnSpec {
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 32,
+            rotary_dim: 16,
+            rope_theta: 1e7,
+        };
+        let a = Attn {
+            be: cpu.clone(),
+            p: attn_params(&cpu, s, &mut Rng(7)),
+        };
         compare(&mut rep, "attention", &a, &a);
-        let s = LinearSpec { key_heads: 1, value_heads: 3, key_dim: 32, value_dim: 16, conv_kernel: 4 };
-        let l = Lin { be: cpu.clone(), p: lin_params(&cpu, s, 9), snap: cpu_lin_state };
+        let s = LinearSpec {
+            key_heads: 1,
+            value_heads: 3,
+            key_dim: 32,
+            value_dim: 16,
+            conv_kernel: 4,
+        };
+        let l = Lin {
+            be: cpu.clone(),
+            p: lin_params(&cpu, s, 9),
+            snap: cpu_lin_state,
+        };
         compare(&mut rep, "deltanet", &l, &l);
         assert!(rep.failures.is_empty(), "{:#?}", rep.lines);
         assert!(rep.lines.len() >= 20);
