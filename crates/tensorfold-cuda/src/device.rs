@@ -34,6 +34,8 @@ pub struct Dev {
     pub stream: Arc<CudaStream>,
     funcs: HashMap<String, CudaFunction>,
     cache: Mutex<ArrayCache>,
+    /// Opt-in event timing of every launch (TENSORFOLD_CUDA_PROFILE=1).
+    pub profile: crate::profile::Profiler,
     /// Page-locked staging for device-to-host copies (grown on demand).
     pinned: Mutex<Option<PinnedHostSlice<f32>>>,
     /// Device name, compute capability, driver and where the kernels came from.
@@ -106,6 +108,7 @@ impl Dev {
             funcs,
             cache: Mutex::new(ArrayCache::default()),
             pinned: Mutex::new(None),
+            profile: crate::profile::Profiler::from_env(),
             info,
         })
     }
@@ -129,6 +132,8 @@ impl Dev {
                 Arg::D(v) => v as *mut f64 as *mut c_void,
             })
             .collect();
+        let t = std::time::Instant::now();
+        let start = self.profile.mark(&self.ctx, &self.stream);
         ok(self.ctx.bind_to_thread(), name);
         // SAFETY: `ptrs` point into `vals`, which outlives the call; the callers pass arguments matching the
         // kernel's signature and buffers sized for the launch (each op checks its shapes first).
@@ -143,6 +148,9 @@ impl Dev {
             )
         };
         ok(r, name);
+        if let (Some(start), Some(end)) = (start, self.profile.mark(&self.ctx, &self.stream)) {
+            self.profile.launched(name, start, end, t.elapsed());
+        }
     }
 
     /// Uninitialised device memory for `n` elements (at least one, so every buffer has an address).
@@ -159,7 +167,10 @@ impl Dev {
         if v.is_empty() {
             return self.alloc(1);
         }
-        ok(self.stream.clone_htod(v), "upload")
+        let t = std::time::Instant::now();
+        let s = ok(self.stream.clone_htod(v), "upload");
+        self.profile.uploaded(std::mem::size_of_val(v), t.elapsed());
+        s
     }
 
     /// The first `n` values of `s`, through a page-locked staging buffer (waits for the stream).

@@ -7,6 +7,7 @@ pub mod device;
 pub mod libs;
 pub mod nvrtc;
 mod ops;
+mod profile;
 mod round;
 pub mod selftest;
 
@@ -76,6 +77,18 @@ impl CudaBackend {
             best = best.max((8 * 4 * n) as f64 / t.elapsed().as_secs_f64());
         }
         best
+    }
+
+    /// With TENSORFOLD_CUDA_PROFILE=1: forgets the launches recorded so far.
+    pub fn profile_reset(&self) {
+        self.dev.sync();
+        self.dev.profile.reset();
+    }
+
+    /// With TENSORFOLD_CUDA_PROFILE=1: GPU and host time by kernel since the last reset (None when off).
+    pub fn profile_report(&self) -> Option<String> {
+        self.dev.sync();
+        self.dev.profile.enabled.then(|| self.dev.profile.report())
     }
 
     /// Waits for every queued op (for timing).

@@ -225,6 +225,23 @@ pub fn bench(
         100.0 * best * bytes / bw,
         shas.join(" ")
     );
+    if be.profile_report().is_some() {
+        // Where one-stream decode time goes (TENSORFOLD_CUDA_PROFILE=1): 8 tokens after the prompt.
+        let mut slot = prefill(&m, &ids(vocab, 64, 3), 64)?;
+        be.profile_reset();
+        for step in 0..8 {
+            m.forward_chains(
+                &[RowRef::chain(0, 64 + step, 0, 0)],
+                &[7],
+                &mut [&mut slot],
+                &[0],
+            )?;
+        }
+        if let Some(r) = be.profile_report() {
+            println!("profile of 8 decode rounds:\n{r}");
+        }
+        be.profile_reset();
+    }
     // Round cost by rows of one stream's window (forward only), after 64 committed tokens.
     let mut slot = prefill(&m, &ids(vocab, 64, 2), 64)?;
     let mut one = 0.0;

@@ -1,0 +1,38 @@
+"""The peer beside us: a synthetic bf16 checkpoint (`tensorfold synth`) through transformers + torch on the same GPU:
+greedy decode tok/s after a 64-token prompt and prefill tok/s at 2048 tokens. Usage: peer_transformers.py DIR N."""
+import glob, sys, time
+
+import torch
+from safetensors.torch import load_file
+from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+d, n = sys.argv[1], int(sys.argv[2])
+t = time.time()
+tc = Qwen3_5TextConfig.from_pretrained(d)
+with torch.device("meta"):
+    model = Qwen3_5ForCausalLM(tc)
+sd = {}
+for f in sorted(glob.glob(f"{d}/*.safetensors")):
+    for k, v in load_file(f, device="cuda").items():
+        k = k.replace("model.language_model.", "model.")
+        sd[k] = v
+missing, unexpected = model.load_state_dict(sd, strict=False, assign=True)
+model = model.to("cuda", torch.bfloat16).eval()
+model.model.rotary_emb = type(model.model.rotary_emb)(config=tc, device="cuda")
+print(f"peer load {time.time() - t:.1f}s missing={len(missing)} unexpected={len(unexpected)}", flush=True)
+ids = torch.tensor([[(i * 7919 + 13) % 240000 for i in range(64)]], device="cuda")
+with torch.no_grad():
+    model.generate(ids, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    torch.cuda.synchronize()
+    t = time.time()
+    model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+    torch.cuda.synchronize()
+    dt = time.time() - t
+    print(f"| transformers {torch.__version__} decode, 1 stream | {n / dt:.1f} tok/s (incl. 64-token prefill) |", flush=True)
+    p = torch.tensor([[(i * 7919 + 13) % 240000 for i in range(2048)]], device="cuda")
+    model(p, use_cache=False)
+    torch.cuda.synchronize()
+    t = time.time()
+    model(p, use_cache=False)
+    torch.cuda.synchronize()
+    print(f"| transformers prefill 2048 tokens | {2048 / (time.time() - t):.0f} tok/s |", flush=True)

@@ -1,0 +1,17 @@
+#!/bin/sh
+# build.sh OUTDIR: builds OUTDIR/libcuda.so, the CPU stand-in driver that runs this crate's kernels (emu.cpp).
+# Then: LD_LIBRARY_PATH=OUTDIR:<nvrtc dir> tensorfold check --device cuda ...   (or the crate's tests).
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: build.sh OUTDIR}
+mkdir -p "$out"
+src="$out/kernels_cpu.cpp"
+{
+  echo '#include "emu.h"'
+  for f in common project rowwise attention deltanet; do echo "// ---- $f.cu"; cat "$here/../kernels/$f.cu"; echo; done
+} > "$src"
+python3 "$here/wrappers.py" "$src" "$here" > "$out/wrappers.inc"
+cat "$out/wrappers.inc" >> "$src"
+g++ -O2 -g -U_FORTIFY_SOURCE -std=c++17 -fPIC -shared -Wno-unknown-pragmas -I"$here" -o "$out/libcuda.so" "$here/emu.cpp" "$src"
+ln -sf libcuda.so "$out/libcuda.so.1"
+echo "built $out/libcuda.so"
