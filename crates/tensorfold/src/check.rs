@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_core::Checkpoint;
-use tensorfold_engine::check::equality_suite;
+use tensorfold_engine::check::{equality_suite, CaseResult};
 use tensorfold_model::Qwen35;
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -42,8 +42,20 @@ pub fn check(args: CheckArgs) -> Result<()> {
     }
     let load = || Qwen35::load(&Checkpoint::open(&dir, |_, _| {})?, CpuBackend::default());
     let results = equality_suite(&load, args.quick)?;
+    let failed = print_receipt(&results, &dir, "cpu");
+    if failed > 0 {
+        bail!(
+            "{failed} of {} cases differ from the plain reply",
+            results.len()
+        );
+    }
+    Ok(())
+}
+
+/// Prints one line per case with both token_shas and a summary line; returns the number of differing cases.
+pub fn print_receipt(results: &[CaseResult], dir: &std::path::Path, device: &str) -> usize {
     let width = results.iter().map(|r| r.name.len()).max().unwrap_or(0);
-    for r in &results {
+    for r in results {
         let verdict = if r.pass() { "ok  " } else { "DIFF" };
         println!(
             "{verdict} {:width$}  plain {}  got {}  {}",
@@ -52,17 +64,11 @@ pub fn check(args: CheckArgs) -> Result<()> {
     }
     let failed = results.iter().filter(|r| !r.pass()).count();
     println!(
-        "{} cases, {} equal, {} different ({}, cpu)",
+        "{} cases, {} equal, {} different ({}, {device})",
         results.len(),
         results.len() - failed,
         failed,
         dir.display()
     );
-    if failed > 0 {
-        bail!(
-            "{failed} of {} cases differ from the plain reply",
-            results.len()
-        );
-    }
-    Ok(())
+    failed
 }

@@ -55,22 +55,7 @@ pub fn check(dir: &Path, quick: bool, ops: bool) -> Result<()> {
     }
     let load = || Qwen35::load(&Checkpoint::open(dir, |_, _| {})?, be.clone());
     let results = equality_suite(&load, quick)?;
-    let width = results.iter().map(|r| r.name.len()).max().unwrap_or(0);
-    for r in &results {
-        let verdict = if r.pass() { "ok  " } else { "DIFF" };
-        println!(
-            "{verdict} {:width$}  plain {}  got {}  {}",
-            r.name, r.reference_sha, r.got_sha, r.note
-        );
-    }
-    let diff = results.iter().filter(|r| !r.pass()).count();
-    println!(
-        "{} cases, {} equal, {} different ({}, cuda)",
-        results.len(),
-        results.len() - diff,
-        diff,
-        dir.display()
-    );
+    let diff = crate::check::print_receipt(&results, dir, "cuda");
     if diff > 0 {
         failed.push(format!("{diff} equality cases"));
     }
