@@ -133,6 +133,8 @@ pub struct OracleDrafter {
     replies: Arc<HashMap<Vec<u32>, Vec<u32>>>,
     trees: bool,
     state: u64,
+    /// Wrong guesses stay below this id, so they are valid tokens of the model under test.
+    vocab_limit: u32,
 }
 
 impl OracleDrafter {
@@ -140,6 +142,7 @@ impl OracleDrafter {
         replies: Arc<HashMap<Vec<u32>, Vec<u32>>>,
         trees: bool,
         seed: u64,
+        vocab_limit: u32,
     ) -> DrafterFactory {
         let counter = Arc::new(std::sync::atomic::AtomicU64::new(seed));
         DrafterFactory::new(move || {
@@ -148,6 +151,7 @@ impl OracleDrafter {
                 replies: replies.clone(),
                 trees,
                 state: s | 1,
+                vocab_limit: vocab_limit.max(1),
             })
         })
     }
@@ -171,7 +175,8 @@ impl Drafter for OracleDrafter {
         };
         let done = context.len() - prompt.len();
         let truth: Vec<u32> = reply.iter().skip(done).copied().collect();
-        let wrong = |t: u32, k: u64| (t.wrapping_add(1 + (k % 7) as u32)) % 480;
+        let limit = self.vocab_limit;
+        let wrong = |t: u32, k: u64| (t.wrapping_add(1 + (k % 7) as u32)) % limit;
         let mut tree = DraftTree::default();
         let depth = (self.next() as usize % (max_nodes + 1)).min(max_nodes);
         let mode = self.next() % 4;
@@ -265,7 +270,7 @@ pub fn equality_suite<B: Backend>(
             drafts: true,
             max_draft: 6,
             parallel,
-            drafter: OracleDrafter::factory(replies.clone(), trees, seed),
+            drafter: OracleDrafter::factory(replies.clone(), trees, seed, vocab_limit),
             ..base.clone()
         };
         let got = engine_replies(load()?, cfg, &reqs)?;

@@ -30,9 +30,6 @@ impl<B: Backend> PromptCache<B> {
     pub fn enabled(&self) -> bool {
         self.budget > 0
     }
-    pub fn bytes_used(&self) -> usize {
-        self.used
-    }
     pub fn len(&self) -> usize {
         self.entries.len()
     }

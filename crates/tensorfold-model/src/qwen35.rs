@@ -45,6 +45,23 @@ pub enum LayerState<B: Backend> {
     Attn(B::KvState),
 }
 
+impl<B: Backend> LayerState<B> {
+    /// This layer's DeltaNet state (slot states are built from the model's own layer list).
+    fn linear(&mut self) -> &mut B::LinearState {
+        match self {
+            LayerState::Linear(x) => x,
+            LayerState::Attn(_) => unreachable!("slot state built from the same layer list"),
+        }
+    }
+    /// This layer's KV state.
+    fn kv(&mut self) -> &mut B::KvState {
+        match self {
+            LayerState::Attn(x) => x,
+            LayerState::Linear(_) => unreachable!("slot state built from the same layer list"),
+        }
+    }
+}
+
 pub struct SlotState<B: Backend> {
     pub layers: Vec<LayerState<B>>,
     /// Committed rows (= the absolute position of the next row).
@@ -246,15 +263,8 @@ impl<B: Backend> Qwen35<B> {
             let u = be.rms_norm(&h, &layer.input_norm, eps);
             let mixed = match &layer.mixer {
                 Mixer::Linear(l) => {
-                    let mut st: Vec<&mut B::LinearState> = slots
-                        .iter_mut()
-                        .map(|s| match &mut s.layers[li] {
-                            LayerState::Linear(x) => x,
-                            LayerState::Attn(_) => {
-                                unreachable!("slot state built from the same layer list")
-                            }
-                        })
-                        .collect();
+                    let mut st: Vec<&mut B::LinearState> =
+                        slots.iter_mut().map(|s| s.layers[li].linear()).collect();
                     let y = be.gated_deltanet(
                         &l.params,
                         &be.project(&u, &l.qkv),
@@ -267,15 +277,8 @@ impl<B: Backend> Qwen35<B> {
                     be.project(&y, &l.out)
                 }
                 Mixer::Attn(l) => {
-                    let mut st: Vec<&mut B::KvState> = slots
-                        .iter_mut()
-                        .map(|s| match &mut s.layers[li] {
-                            LayerState::Attn(x) => x,
-                            LayerState::Linear(_) => {
-                                unreachable!("slot state built from the same layer list")
-                            }
-                        })
-                        .collect();
+                    let mut st: Vec<&mut B::KvState> =
+                        slots.iter_mut().map(|s| s.layers[li].kv()).collect();
                     let y = be.gated_attention(
                         &l.params,
                         &be.project(&u, &l.q),

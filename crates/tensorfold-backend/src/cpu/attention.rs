@@ -85,15 +85,6 @@ impl CpuKv {
         }
         Ok(())
     }
-    /// Drops committed rows from `len` on, returning emptied pages to the pool.
-    pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-        while self.pages.len() > self.len.div_ceil(PAGE_ROWS) {
-            if let Some(p) = self.pages.pop() {
-                self.pool.give_back(p);
-            }
-        }
-    }
     /// Committed keys and values as plain vectors (prompt-cache snapshots).
     pub fn export(&self) -> (Vec<f32>, Vec<f32>) {
         let mut k = Vec::with_capacity(self.len * self.row);
@@ -103,9 +94,6 @@ impl CpuKv {
             v.extend_from_slice(self.value(t));
         }
         (k, v)
-    }
-    pub fn pages_in_use(&self) -> usize {
-        self.pages.len()
     }
 }
 
