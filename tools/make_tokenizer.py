@@ -131,7 +131,7 @@ def train_bpe():
     return {t: i for i, t in enumerate(ordered)}, merges
 
 
-def tokenizer_json(vocab, merges):
+def tokenizer_json(vocab, merges, split_regex=SPLIT_REGEX):
     base = len(vocab)
     added = [
         {
@@ -155,7 +155,7 @@ def tokenizer_json(vocab, merges):
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": SPLIT_REGEX}, "behavior": "Isolated", "invert": False},
+                {"type": "Split", "pattern": {"Regex": split_regex}, "behavior": "Isolated", "invert": False},
                 byte_level,
             ],
         },

@@ -44,6 +44,17 @@ pub struct BenchArgs {
     /// Which drafters the drafted replies use (with --drafts): copies, the MTP head, or both.
     #[arg(long, value_enum, default_value = "both")]
     pub drafters: crate::bench_drafts::Drafters,
+    /// Code files (with --drafts): instead of the three fixed prompts, per file a whole-file rewrite and a
+    /// continuation of its first `--prefix-tokens`; one drafted and one plain reply each, acceptance summed.
+    #[arg(long, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Prompt of the continuation (with --files): the file's first lines up to at least this many tokens.
+    #[arg(long, default_value_t = 256)]
+    pub prefix_tokens: usize,
+    /// With --files: draft at full width every round (copies up to 32, MTP chains of 4) instead of the widths the
+    /// cost planner picks, to show each drafter's own acceptance.
+    #[arg(long)]
+    pub fixed_widths: bool,
     /// Where to run: the CPU, or the GPU sweep (copy bandwidth, decode vs bound, rounds, streams, prefill).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: crate::check::Device,
@@ -81,6 +92,20 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     let ck = crate::run::open_checkpoint(&dir)?;
     let model = Qwen35::load(&ck, CpuBackend::default())?;
+    if args.drafts && !args.files.is_empty() {
+        return crate::bench_drafts::bench_files(
+            model,
+            &dir,
+            crate::bench_drafts::FilesBench {
+                files: &args.files,
+                decode_tokens: args.decode_tokens,
+                rewrite_tokens: args.rewrite_tokens,
+                prefix_tokens: args.prefix_tokens,
+                drafters: args.drafters,
+                fixed_widths: args.fixed_widths,
+            },
+        );
+    }
     if args.drafts {
         return crate::bench_drafts::bench_drafts(
             model,

@@ -216,3 +216,169 @@ pub fn bench_drafts(
     }
     Ok(())
 }
+
+/// The file's first lines, cut on a line boundary once they reach `min_tokens` tokens (the whole file if shorter).
+fn head_lines(tok: &TextTokenizer, text: &str, min_tokens: usize) -> Result<String> {
+    let mut out = String::new();
+    for line in text.lines() {
+        if tok.encode(&out)?.len() >= min_tokens {
+            break;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// What `bench_files` measures.
+pub struct FilesBench<'a> {
+    pub files: &'a [std::path::PathBuf],
+    pub decode_tokens: usize,
+    pub rewrite_tokens: usize,
+    pub prefix_tokens: usize,
+    pub drafters: Drafters,
+    pub fixed_widths: bool,
+}
+
+/// One prompt kind's sums over the files.
+struct KindTotals {
+    kind: &'static str,
+    completion: usize,
+    rounds: usize,
+    drafted: usize,
+    accepted: usize,
+    drafted_tok_s: Vec<f64>,
+    plain_tok_s: Vec<f64>,
+}
+
+/// `--drafts --files …`: per file, a copy-heavy whole-file rewrite (the file, then the start of an exact copy) and
+/// a continuation of its first lines (new code); one drafted and one plain greedy reply each, tokens compared.
+/// Prints one row per file and prompt kind, then the totals per kind: tokens per round (completion tokens /
+/// rounds), drafted, accepted, acceptance rate.
+pub fn bench_files(model: Qwen35<CpuBackend>, dir: &Path, b: FilesBench) -> Result<()> {
+    let FilesBench {
+        files,
+        decode_tokens,
+        rewrite_tokens,
+        prefix_tokens,
+        drafters,
+        fixed_widths,
+    } = b;
+    let tok = TextTokenizer::from_dir(dir)?
+        .ok_or_else(|| anyhow!("--files needs a checkpoint with a tokenizer"))?;
+    let mut prompts: Vec<(String, &'static str, Vec<u32>)> = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stem = name.trim_end_matches(".py");
+        let file = head_lines(&tok, &text, rewrite_tokens)?;
+        let first_line = file.lines().next().unwrap_or_default();
+        let rewrite = format!(
+            "# file: {name}\n{file}\n# file: {stem}_copy.py (an exact copy of {name}, line for line)\n{first_line}\n"
+        );
+        prompts.push((name.clone(), "rewrite", tok.encode(&rewrite)?));
+        prompts.push((
+            name,
+            "continuation",
+            tok.encode(&head_lines(&tok, &text, prefix_tokens)?)?,
+        ));
+    }
+    let has_head = model.mtp.is_some();
+    println!(
+        "model: {} ({}), backend {}, MTP head: {}",
+        dir.display(),
+        model.format,
+        model.backend_name(),
+        if has_head { "yes" } else { "no" }
+    );
+    let longest = prompts.iter().map(|p| p.2.len()).max().unwrap_or(0);
+    let engine = tensorfold_engine::spawn(
+        model,
+        EngineConfig {
+            parallel: 1,
+            context: longest + decode_tokens,
+            prompt_cache_bytes: 0,
+            mtp: matches!(drafters, Drafters::Both | Drafters::Mtp),
+            drafter: match drafters {
+                Drafters::Both | Drafters::Copies => DrafterFactory::context_copy(),
+                Drafters::Mtp | Drafters::None => DrafterFactory::none(),
+            },
+            plan_widths: !fixed_widths,
+            ..EngineConfig::default()
+        },
+    );
+    println!(
+        "greedy, {decode_tokens} tokens per reply (ignore_eos), drafters {drafters:?}, widths {}; one drafted and \
+         one plain reply per prompt",
+        if fixed_widths { "fixed" } else { "planned" }
+    );
+    println!("| file | prompt | prompt tokens | tokens per round | accepted / drafted | drafted tok/s | plain tok/s | same tokens |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut totals: Vec<KindTotals> = Vec::new();
+    let mut unequal = 0;
+    for (name, kind, prompt) in &prompts {
+        let d = reply(&engine, prompt, decode_tokens, true)?;
+        let p = reply(&engine, prompt, decode_tokens, false)?;
+        let same = d.tokens == p.tokens;
+        if !same {
+            unequal += 1;
+        }
+        let u = &d.usage;
+        println!(
+            "| {name} | {kind} | {} | {:.2} | {} / {} | {:.1} | {:.1} | {} |",
+            prompt.len(),
+            d.tokens.len() as f64 / u.rounds.max(1) as f64,
+            u.accepted,
+            u.drafted,
+            d.decode_tok_s,
+            p.decode_tok_s,
+            if same { "yes" } else { "NO" }
+        );
+        let i = match totals.iter().position(|t| t.kind == *kind) {
+            Some(i) => i,
+            None => {
+                totals.push(KindTotals {
+                    kind,
+                    completion: 0,
+                    rounds: 0,
+                    drafted: 0,
+                    accepted: 0,
+                    drafted_tok_s: Vec::new(),
+                    plain_tok_s: Vec::new(),
+                });
+                totals.len() - 1
+            }
+        };
+        let t = &mut totals[i];
+        t.completion += d.tokens.len();
+        t.rounds += u.rounds;
+        t.drafted += u.drafted;
+        t.accepted += u.accepted;
+        t.drafted_tok_s.push(d.decode_tok_s);
+        t.plain_tok_s.push(p.decode_tok_s);
+    }
+    engine.shutdown();
+    println!();
+    println!("| drafters | prompt | files | tokens per round | drafted | accepted | acceptance | drafted / plain tok/s (median) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for t in totals {
+        let files = t.drafted_tok_s.len();
+        let (d, p) = (median(t.drafted_tok_s), median(t.plain_tok_s));
+        println!(
+            "| {drafters:?} | {} | {files} | {:.2} | {} | {} | {:.1}% | {:.2}× |",
+            t.kind,
+            t.completion as f64 / t.rounds.max(1) as f64,
+            t.drafted,
+            t.accepted,
+            100.0 * t.accepted as f64 / t.drafted.max(1) as f64,
+            d / p.max(1e-9)
+        );
+    }
+    if unequal > 0 {
+        bail!("{unequal} prompts gave different tokens drafted and plain");
+    }
+    Ok(())
+}
