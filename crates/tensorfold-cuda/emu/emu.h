@@ -44,3 +44,47 @@ inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); retu
 inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
 using std::min;
 using std::max;
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long v = (unsigned long long)x | ((unsigned long long)y << 32);
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xffu) << (8 * i);
+    return r;
+}
+
+// The kernels' tensor-core and packed-bf16 instructions (project_mma.cu), in plain C++ for logic tests: the mma
+// gathers its operands with real shuffles, so the fragment layouts are exercised as on the GPU.
+#define TF_EMU 1
+inline unsigned emu_shfl_u32(unsigned v, int src) { return __float_as_uint(emu_shfl(__uint_as_float(v), src)); }
+inline float emu_bf16_lo(unsigned v) { return __uint_as_float(v << 16); }
+inline float emu_bf16_hi(unsigned v) { return __uint_as_float(v & 0xffff0000u); }
+inline unsigned emu_bf16x2_sub128(unsigned v) {
+    // Exact here: both halves are 128 + q with q < 16.
+    const unsigned lo = __float_as_uint(emu_bf16_lo(v) - 128.0f) >> 16;
+    const unsigned hi = __float_as_uint(emu_bf16_hi(v) - 128.0f) >> 16;
+    return lo | (hi << 16);
+}
+inline void emu_mma_bf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                         unsigned b1) {
+    const int lane = (int)(emu_thread_idx().x & 31), g = lane >> 2, t = lane & 3;
+    float A[2][16], B[2][16];
+    for (int q = 0; q < 4; ++q) {
+        const unsigned r[4] = {emu_shfl_u32(a0, g * 4 + q), emu_shfl_u32(a1, g * 4 + q), emu_shfl_u32(a2, g * 4 + q),
+                               emu_shfl_u32(a3, g * 4 + q)};
+        A[0][2 * q] = emu_bf16_lo(r[0]); A[0][2 * q + 1] = emu_bf16_hi(r[0]);
+        A[1][2 * q] = emu_bf16_lo(r[1]); A[1][2 * q + 1] = emu_bf16_hi(r[1]);
+        A[0][2 * q + 8] = emu_bf16_lo(r[2]); A[0][2 * q + 9] = emu_bf16_hi(r[2]);
+        A[1][2 * q + 8] = emu_bf16_lo(r[3]); A[1][2 * q + 9] = emu_bf16_hi(r[3]);
+        for (int c = 0; c < 2; ++c) {
+            const unsigned s0 = emu_shfl_u32(b0, (2 * t + c) * 4 + q), s1 = emu_shfl_u32(b1, (2 * t + c) * 4 + q);
+            B[c][2 * q] = emu_bf16_lo(s0); B[c][2 * q + 1] = emu_bf16_hi(s0);
+            B[c][2 * q + 8] = emu_bf16_lo(s1); B[c][2 * q + 9] = emu_bf16_hi(s1);
+        }
+    }
+    for (int m = 0; m < 2; ++m)
+        for (int c = 0; c < 2; ++c) {
+            float s = 0.0f;
+            for (int k = 0; k < 16; ++k) s = std::fma(A[m][k], B[c][k], s);
+            d[2 * m + c] += s;
+        }
+}

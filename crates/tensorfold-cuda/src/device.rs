@@ -288,6 +288,7 @@ pub fn kernel_names() -> Vec<String> {
         "dn_conv",
         "dn_recur",
         "dn_tail_keep",
+        "prepare_x",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -299,6 +300,14 @@ pub fn kernel_names() -> Vec<String> {
             v.push(format!("project_affine_{bits}_{dt}"));
             v.push(format!("embed_affine_{bits}_{dt}"));
         }
+        for nt in [1, 2, 4] {
+            for g in [1, 2, 4] {
+                v.push(format!("project_mma_a4_g{g}_{dt}_nt{nt}"));
+            }
+        }
+    }
+    for nt in [1, 2, 4] {
+        v.push(format!("project_mma_bf16_nt{nt}"));
     }
     v
 }

@@ -104,11 +104,7 @@ impl CudaBackend {
             "act_from_host: {rows}×{cols} needs {} floats",
             rows * cols
         );
-        CudaAct {
-            rows,
-            cols,
-            buf: Arc::new(self.dev.upload(data)),
-        }
+        CudaAct::from_buf(rows, cols, Arc::new(self.dev.upload(data)))
     }
 }
 

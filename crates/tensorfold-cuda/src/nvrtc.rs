@@ -9,6 +9,7 @@ use std::path::PathBuf;
 pub const SOURCES: &[(&str, &str)] = &[
     ("common.cu", include_str!("../kernels/common.cu")),
     ("project.cu", include_str!("../kernels/project.cu")),
+    ("project_mma.cu", include_str!("../kernels/project_mma.cu")),
     ("rowwise.cu", include_str!("../kernels/rowwise.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("deltanet.cu", include_str!("../kernels/deltanet.cu")),

@@ -4,7 +4,7 @@
 
 use crate::device::{ok, Arg, Dev};
 use cudarc::driver::CudaSlice;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tensorfold_core::{CoreError, DenseDType, MatrixRef, Result, StoredMatrix};
 
 /// Row-major f32 activations `[rows, cols]` on the device (shared, so a round's pending rows can keep them).
@@ -12,6 +12,16 @@ pub struct CudaAct {
     pub rows: usize,
     pub cols: usize,
     pub(crate) buf: Arc<CudaSlice<f32>>,
+    /// The tensor-core form of these rows, made by the first projection that needs it (q, k, v and the MLP's
+    /// gate and up read the same rows).
+    prepared: OnceLock<Prepared>,
+}
+
+/// x as bf16 hi + lo in the pair order of project_mma.cu, and its f32 sums over every 32 columns.
+struct Prepared {
+    hi: CudaSlice<u16>,
+    lo: CudaSlice<u16>,
+    sums: CudaSlice<f32>,
 }
 
 /// A small f32 parameter vector on the device.
@@ -134,12 +144,19 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
     }
 }
 
-pub(crate) fn new_act(dev: &Dev, rows: usize, cols: usize) -> CudaAct {
-    CudaAct {
-        rows,
-        cols,
-        buf: Arc::new(dev.alloc::<f32>(rows * cols)),
+impl CudaAct {
+    pub(crate) fn from_buf(rows: usize, cols: usize, buf: Arc<CudaSlice<f32>>) -> CudaAct {
+        CudaAct {
+            rows,
+            cols,
+            buf,
+            prepared: OnceLock::new(),
+        }
     }
+}
+
+pub(crate) fn new_act(dev: &Dev, rows: usize, cols: usize) -> CudaAct {
+    CudaAct::from_buf(rows, cols, Arc::new(dev.alloc::<f32>(rows * cols)))
 }
 
 pub(crate) fn embed(dev: &Dev, table: &CudaMatrix, ids: &[u32]) -> CudaAct {
@@ -198,6 +215,9 @@ pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
         w.cols()
     );
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
+    if let Some(kernel) = mma_kernel(w) {
+        return project_mma(dev, x, w, &kernel);
+    }
     let y = new_act(dev, rows, out_f);
     let grid = (blocks(out_f, PW * OPW) * blocks(rows, RT), 1, 1);
     let (xp, yp) = (dev.ptr(&x.buf), dev.ptr(&y.buf));
@@ -246,6 +266,119 @@ pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
     y
 }
 
+/// Whether the tensor-core kernels (project_mma.cu) may run: on unless `TENSORFOLD_CUDA_MMA=0` (for before/after
+/// measurements in one run).
+fn mma_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_MMA").map_or(true, |v| v != "0"))
+}
+
+/// The tensor-core kernel family of a matrix (name without the tile suffix), for bf16 weights with columns in
+/// whole 64s and MLX 4-bit codes in groups of 32, 64 or 128; `None` keeps the CUDA-core kernels. The choice
+/// depends on the matrix alone, never on the rows of a call, so a row's bits do not depend on its round.
+fn mma_kernel(w: &CudaMatrix) -> Option<String> {
+    if !mma_enabled() {
+        return None;
+    }
+    match w {
+        CudaMatrix::Dense {
+            dtype: DenseDType::BF16,
+            cols,
+            ..
+        } if cols % 64 == 0 => Some("project_mma_bf16".into()),
+        CudaMatrix::Affine {
+            bits: 4,
+            group_size,
+            scale_dtype,
+            cols,
+            ..
+        } if matches!(group_size, 32 | 64 | 128) && cols % group_size == 0 => Some(format!(
+            "project_mma_a4_g{}_{}",
+            group_size / 32,
+            dtype_name(*scale_dtype)
+        )),
+        _ => None,
+    }
+}
+
+/// Column groups of a tensor-core projection (the unit its warps split).
+fn mma_groups(w: &CudaMatrix) -> usize {
+    match w {
+        CudaMatrix::Affine {
+            group_size, cols, ..
+        } => cols / group_size,
+        CudaMatrix::Dense { cols, .. } => cols / 64,
+    }
+}
+
+fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
+    x.prepared.get_or_init(|| {
+        let n = x.rows * x.cols;
+        let p = Prepared {
+            hi: dev.alloc::<u16>(n),
+            lo: dev.alloc::<u16>(n),
+            sums: dev.alloc::<f32>(n / 32),
+        };
+        dev.launch(
+            "prepare_x",
+            (blocks(n / 32, THREADS as usize), 1, 1),
+            THREADS,
+            &[
+                Arg::P(dev.ptr(&x.buf)),
+                Arg::P(dev.ptr(&p.hi)),
+                Arg::P(dev.ptr(&p.lo)),
+                Arg::P(dev.ptr(&p.sums)),
+                Arg::I(x.rows as i32),
+                Arg::I(x.cols as i32),
+            ],
+        );
+        p
+    })
+}
+
+/// y = x Wᵀ on tensor cores: 16 output features per block, its warps splitting the column groups (a number set
+/// by the shape alone), 1, 2 or 4 tiles of 8 rows per block by the row count (the same per-tile code).
+fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str) -> CudaAct {
+    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
+    let y = new_act(dev, rows, out_f);
+    let p = prepared(dev, x);
+    let nt = match rows {
+        0..=8 => 1,
+        9..=16 => 2,
+        _ => 4,
+    };
+    let warps = (mma_groups(w) / 4).clamp(1, 8);
+    let grid = (blocks(out_f, 16), blocks(rows, 8 * nt), 1);
+    let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
+    match w {
+        CudaMatrix::Dense { data, .. } => args.push(Arg::P(dev.ptr(data))),
+        CudaMatrix::Affine {
+            codes,
+            scales,
+            biases,
+            ..
+        } => args.extend([
+            Arg::P(dev.ptr(&p.sums)),
+            Arg::P(dev.ptr(codes)),
+            Arg::P(dev.ptr(scales)),
+            Arg::P(dev.ptr(biases)),
+        ]),
+    }
+    args.extend([
+        Arg::P(dev.ptr(&y.buf)),
+        Arg::I(rows as i32),
+        Arg::I(out_f as i32),
+        Arg::I(cols as i32),
+    ]);
+    dev.launch(
+        &format!("{kernel}_nt{nt}"),
+        grid,
+        (warps * 32) as u32,
+        &args,
+    );
+    y
+}
+
 pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> CudaAct {
     assert_eq!(
         x.cols, w.len,
@@ -278,6 +411,8 @@ pub(crate) fn add_assign(dev: &Dev, x: &mut CudaAct, y: &CudaAct) {
         (y.rows, y.cols),
         "add_assign: shapes differ"
     );
+    // The rows change: a tensor-core form made earlier no longer matches them.
+    x.prepared = OnceLock::new();
     if Arc::get_mut(&mut x.buf).is_none() {
         // Another holder (a pending round) shares this buffer: write to a copy.
         x.buf = Arc::new(ok(dev.stream.clone_dtod(&*x.buf), "copy on write"));

@@ -267,7 +267,8 @@ pub fn run(gpu: &CudaBackend) -> Report {
     rep.lines.push(format!("device: {}", gpu.info()));
     check_rowwise(&mut rep, &cpu, gpu, &mut rng);
     for dt in [DenseDType::F32, DenseDType::F16, DenseDType::BF16] {
-        for (out_f, cols) in [(37usize, 256usize), (21, 100), (9, 72)] {
+        // (40, 1024): enough column groups that the tensor-core kernels split them over several warps.
+        for (out_f, cols) in [(37usize, 256usize), (21, 100), (9, 72), (40, 1024)] {
             let data = rng.vec(out_f * cols, 0.5);
             let m = dense(dt, out_f, cols, &data);
             check_projection(
@@ -293,6 +294,10 @@ pub fn run(gpu: &CudaBackend) -> Report {
             let name = format!("MLX {bits}-bit g{gs} {}", sd.name());
             check_projection(&mut rep, &cpu, gpu, &mut rng, &name, m.clone());
             check_embed(&mut rep, &cpu, gpu, &name, &m);
+            if bits == 4 {
+                let wide = affine(&mut rng, bits, gs, sd, 40, 1024);
+                check_projection(&mut rep, &cpu, gpu, &mut rng, &name, wide);
+            }
         }
     }
     mix::check_mixers(&mut rep, &cpu, gpu, &mut rng);

@@ -1,0 +1,284 @@
+// project_mma.cu: y = x Wᵀ on tensor cores (mma.sync m16n8k16 bf16, f32 accumulate) for bf16 weights and MLX
+// 4-bit codes, one kernel family for 1..N rows. Decode pays for a padded 8-row tile, which is free while the
+// weights stream from memory; a 16-row round reads the weights once as a 1-row round does.
+//
+// Precision: x enters as bf16 hi + lo (prepare_x), so each product keeps about 16 bits of x; bf16 weights and
+// 4-bit codes are exact in bf16; the group's scale and bias are applied in f32 after its mma sum
+// (y = Σ_g s·(q·x)_g + b·(Σx)_g, with Σx summed in f32 by prepare_x).
+//
+// Row invariance: an mma output element depends only on its own A row (output feature) and B column (x row); a
+// row always sits in column row % 8 of tile row / 8; the warps of a block split the columns into groups by the
+// shape alone and meet in warp order; the choice of NT (tiles per block) only repeats the same per-tile code.
+// So a row's bits never depend on the other rows of the call.
+//
+// Column order inside an mma: the k slots may be any permutation of a group's columns as long as A and B agree.
+// Lane (g, t) of a quad holds, for the word (8 columns c0..c7) it loads, the pairs P0 = (c0,c4), P1 = (c1,c5),
+// P2 = (c2,c6), P3 = (c3,c7): the 4-bit codes give these pairs with one mask each, and prepare_x stores x in this
+// order so one 16-byte load gives all four.
+
+#define MMA_OUT 16   // output features per block (the mma's M)
+#define MMA_MAXW 8   // most warps per block
+
+// d += a·b for one m16n8k16 tile (a: 16 outputs × 16 k, b: 16 k × 8 rows), f32 accumulate.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+#ifdef TF_EMU
+    emu_mma_bf16(d, a0, a1, a2, a3, b0, b1);
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+// Two 4-bit codes (at bits 0..3 and 16..19) to the bf16 pair (q0, q1), exactly: 128 + q is a bf16 with an ulp
+// of 1, and one packed fma takes the 128 off.
+__device__ __forceinline__ u32 codes_to_bf16x2(u32 p) {
+    const u32 v = p | 0x43004300u;
+#ifdef TF_EMU
+    return emu_bf16x2_sub128(v);
+#else
+    u32 r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3f803f80u), "r"(0xc300c300u));
+    return r;
+#endif
+}
+
+// f32 → bf16 bits, round to nearest even (NaN stays NaN).
+__device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
+    const u32 u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
+    return (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// x [rows, cols] f32 → hi and lo bf16 [rows, cols] in the pair order of each 8-column word, and the f32 sum of
+// every 32 columns (in column order) for the affine groups. One thread per (row, 32 columns); cols % 32 == 0.
+extern "C" __global__ void prepare_x(const float* __restrict__ x, u16* __restrict__ xh, u16* __restrict__ xl,
+                                     float* __restrict__ xs, int rows, int cols) {
+    const int chunks = cols / 32;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * chunks) return;
+    const int r = i / chunks, c = i % chunks;
+    const size_t base = (size_t)r * cols + (size_t)c * 32;
+    float s = 0.0f;
+    for (int w = 0; w < 4; ++w) {
+        u16 h[8], l[8];
+        for (int e = 0; e < 8; ++e) {
+            const float v = x[base + w * 8 + e];
+            s += v;
+            h[e] = f32_to_bf16_rn(v);
+            l[e] = f32_to_bf16_rn(v - bf16_to_f32(h[e]));
+        }
+        for (int p = 0; p < 4; ++p) {
+            xh[base + w * 8 + 2 * p] = h[p];
+            xh[base + w * 8 + 2 * p + 1] = h[p + 4];
+            xl[base + w * 8 + 2 * p] = l[p];
+            xl[base + w * 8 + 2 * p + 1] = l[p + 4];
+        }
+    }
+    xs[(size_t)r * chunks + c] = s;
+}
+
+// The four pairs of one word of 4-bit codes.
+__device__ __forceinline__ void pairs_a4(u32 q, u32 (&p)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = codes_to_bf16x2((q >> (4 * i)) & 0x000f000fu);
+}
+
+// The four pairs of one word of bf16 weights (natural pairs (c0,c1), (c2,c3), … in u.x … u.w).
+__device__ __forceinline__ void pairs_bf16(uint4 u, u32 (&p)[4]) {
+    p[0] = __byte_perm(u.x, u.z, 0x5410);
+    p[1] = __byte_perm(u.x, u.z, 0x7632);
+    p[2] = __byte_perm(u.y, u.w, 0x5410);
+    p[3] = __byte_perm(u.y, u.w, 0x7632);
+}
+
+// One word (8 columns) of every tile: two k-steps, hi then lo, for A pairs `pg` (output g) and `pg8` (g + 8).
+template <int NT>
+__device__ __forceinline__ void mma_word(float (&d)[NT][4], const u32 (&pg)[4], const u32 (&pg8)[4],
+                                         const u16* __restrict__ xh, const u16* __restrict__ xl,
+                                         const int (&xrow)[NT], size_t col, int cols) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        uint4 h = {0u, 0u, 0u, 0u}, l = {0u, 0u, 0u, 0u};
+        if (xrow[nt] >= 0) {
+            h = *reinterpret_cast<const uint4*>(xh + (size_t)xrow[nt] * cols + col);
+            l = *reinterpret_cast<const uint4*>(xl + (size_t)xrow[nt] * cols + col);
+        }
+        mma_bf16(d[nt], pg[0], pg8[0], pg[1], pg8[1], h.x, h.y);
+        mma_bf16(d[nt], pg[0], pg8[0], pg[1], pg8[1], l.x, l.y);
+        mma_bf16(d[nt], pg[2], pg8[2], pg[3], pg8[3], h.z, h.w);
+        mma_bf16(d[nt], pg[2], pg8[2], pg[3], pg8[3], l.z, l.w);
+    }
+}
+
+// Adds the warps' partial tiles in warp order and writes y (lane layout of the mma's C fragment).
+template <int NT>
+__device__ __forceinline__ void finish_tiles(float (&acc)[NT][4], float* __restrict__ y, int rows, int out, int o0,
+                                             int rt0) {
+    __shared__ float red[MMA_MAXW * NT * 128];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[(warp * NT + nt) * 128 + lane * 4 + i] = acc[nt][i];
+    __syncthreads();
+    for (int e = threadIdx.x; e < NT * 128; e += blockDim.x) {
+        float v = red[e];
+        for (int w = 1; w < nw; ++w) v += red[w * NT * 128 + e];
+        const int nt = e / 128, l = (e % 128) / 4, i = e % 4;
+        const int m = (l >> 2) + (i >= 2 ? 8 : 0), n = 2 * (l & 3) + (i & 1);
+        const int row = (rt0 + nt) * 8 + n;
+        if (row < rows && o0 + m < out) y[(size_t)row * out + o0 + m] = v;
+    }
+}
+
+// The x rows this lane feeds as B (column g of each tile), or -1 past the last row.
+template <int NT>
+__device__ __forceinline__ void tile_rows(int (&xrow)[NT], int rt0, int rows) {
+    const int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const int r = (rt0 + nt) * 8 + g;
+        xrow[nt] = r < rows ? r : -1;
+    }
+}
+
+// bf16 weights [out, cols], cols % 64 == 0: the warps take 64-column groups (two words per lane) in turn.
+template <int NT>
+__device__ __forceinline__ void project_mma_bf16(const u16* __restrict__ xh, const u16* __restrict__ xl,
+                                                 const u16* __restrict__ w, float* __restrict__ y, int rows,
+                                                 int out, int cols) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
+    int xrow[NT];
+    tile_rows<NT>(xrow, rt0, rows);
+    const bool has_g = o0 + g < out, has_g8 = o0 + g + 8 < out;
+    const u16* wg = w + (size_t)(has_g ? o0 + g : 0) * cols;
+    const u16* wg8 = w + (size_t)(has_g8 ? o0 + g + 8 : 0) * cols;
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+    const int groups = cols / 64;
+    const uint4 zero = {0u, 0u, 0u, 0u};
+    for (int G = warp; G < groups; G += nw) {
+        uint4 ug[2], ug8[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const size_t col = (size_t)G * 64 + (t * 2 + j) * 8;
+            ug[j] = has_g ? *reinterpret_cast<const uint4*>(wg + col) : zero;
+            ug8[j] = has_g8 ? *reinterpret_cast<const uint4*>(wg8 + col) : zero;
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            u32 pg[4], pg8[4];
+            pairs_bf16(ug[j], pg);
+            pairs_bf16(ug8[j], pg8);
+            mma_word<NT>(acc, pg, pg8, xh, xl, xrow, (size_t)G * 64 + (t * 2 + j) * 8, cols);
+        }
+    }
+    finish_tiles<NT>(acc, y, rows, out, o0, rt0);
+}
+
+// MLX 4-bit codes [out, cols/8] u32 with per-group scales and biases, group gs = 32·WPL: the warps take groups in
+// turn; lane t holds WPL words (gs/4 columns) of each group, so each mma stays inside one group.
+template <int NT, int WPL, typename S>
+__device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const u16* __restrict__ xl,
+                                               const float* __restrict__ xs, const u32* __restrict__ codes,
+                                               const typename S::raw* __restrict__ scales,
+                                               const typename S::raw* __restrict__ biases, float* __restrict__ y,
+                                               int rows, int out, int cols) {
+    constexpr int GS = 32 * WPL;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
+    int xrow[NT];
+    tile_rows<NT>(xrow, rt0, rows);
+    // The C fragment's rows: x rows 2t and 2t + 1 of each tile, for the group sums of x.
+    int crow[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const int r = (rt0 + nt) * 8 + 2 * t + c;
+            crow[nt][c] = r < rows ? r : -1;
+        }
+    const bool has_g = o0 + g < out, has_g8 = o0 + g + 8 < out;
+    const int words = cols / 8, groups = cols / GS, chunks = cols / 32;
+    const u32* cg = codes + (size_t)(has_g ? o0 + g : 0) * words;
+    const u32* cg8 = codes + (size_t)(has_g8 ? o0 + g + 8 : 0) * words;
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+    for (int G = warp; G < groups; G += nw) {
+        u32 qg[WPL], qg8[WPL];
+        const size_t w0 = (size_t)G * (GS / 8) + t * WPL;
+#pragma unroll
+        for (int j = 0; j < WPL; ++j) {
+            qg[j] = has_g ? cg[w0 + j] : 0u;
+            qg8[j] = has_g8 ? cg8[w0 + j] : 0u;
+        }
+        float d[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) d[nt][i] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < WPL; ++j) {
+            u32 pg[4], pg8[4];
+            pairs_a4(qg[j], pg);
+            pairs_a4(qg8[j], pg8);
+            mma_word<NT>(d, pg, pg8, xh, xl, xrow, (w0 + j) * 8, cols);
+        }
+        const float sg = has_g ? S::get(scales[(size_t)(o0 + g) * groups + G]) : 0.0f;
+        const float bg = has_g ? S::get(biases[(size_t)(o0 + g) * groups + G]) : 0.0f;
+        const float sg8 = has_g8 ? S::get(scales[(size_t)(o0 + g + 8) * groups + G]) : 0.0f;
+        const float bg8 = has_g8 ? S::get(biases[(size_t)(o0 + g + 8) * groups + G]) : 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            float sx[2];
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                sx[c] = 0.0f;
+                if (crow[nt][c] >= 0) {
+#pragma unroll
+                    for (int k = 0; k < WPL; ++k) sx[c] += xs[(size_t)crow[nt][c] * chunks + G * WPL + k];
+                }
+            }
+            acc[nt][0] = fmaf(bg, sx[0], fmaf(sg, d[nt][0], acc[nt][0]));
+            acc[nt][1] = fmaf(bg, sx[1], fmaf(sg, d[nt][1], acc[nt][1]));
+            acc[nt][2] = fmaf(bg8, sx[0], fmaf(sg8, d[nt][2], acc[nt][2]));
+            acc[nt][3] = fmaf(bg8, sx[1], fmaf(sg8, d[nt][3], acc[nt][3]));
+        }
+    }
+    finish_tiles<NT>(acc, y, rows, out, o0, rt0);
+}
+
+#define MMA_BF16(NT)                                                                                             \
+    extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
+        project_mma_bf16_nt##NT(const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out,          \
+                                int cols) {                                                                       \
+        project_mma_bf16<NT>(xh, xl, w, y, rows, out, cols);                                                      \
+    }
+MMA_BF16(1)
+MMA_BF16(2)
+MMA_BF16(4)
+
+#define MMA_A4(NT, WPL, NAME, S)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
+        project_mma_a4_g##WPL##_##NAME##_nt##NT(const u16* xh, const u16* xl, const float* xs, const u32* codes,  \
+                                                const S::raw* scales, const S::raw* biases, float* y, int rows,   \
+                                                int out, int cols) {                                              \
+        project_mma_a4<NT, WPL, S>(xh, xl, xs, codes, scales, biases, y, rows, out, cols);                        \
+    }
+#define MMA_A4_NT(WPL, NAME, S) MMA_A4(1, WPL, NAME, S) MMA_A4(2, WPL, NAME, S) MMA_A4(4, WPL, NAME, S)
+#define MMA_A4_ALL(WPL) MMA_A4_NT(WPL, f32, F32T) MMA_A4_NT(WPL, f16, F16T) MMA_A4_NT(WPL, bf16, BF16T)
+MMA_A4_ALL(1)
+MMA_A4_ALL(2)
+MMA_A4_ALL(4)
