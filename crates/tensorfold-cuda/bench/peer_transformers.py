@@ -1,6 +1,6 @@
 """The peer beside us: a synthetic bf16 checkpoint (`tensorfold synth`) through transformers + torch on the same GPU:
 greedy decode tok/s after a 64-token prompt and prefill tok/s at 2048 tokens. Usage: peer_transformers.py DIR N."""
-import glob, sys, time
+import glob, json, os, sys, time
 
 import torch
 from safetensors.torch import load_file
@@ -8,15 +8,19 @@ from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
 d, n = sys.argv[1], int(sys.argv[2])
 t = time.time()
-tc = Qwen3_5TextConfig.from_pretrained(d)
-with torch.device("meta"):
+# The synthetic checkpoint's config.json is the published wrapper; its text_config is the model's.
+cfg = json.load(open(os.path.join(d, "config.json")))
+tc = Qwen3_5TextConfig(**cfg.get("text_config", cfg))
+torch.set_default_dtype(torch.bfloat16)
+with torch.device("cuda"):
     model = Qwen3_5ForCausalLM(tc)
 sd = {}
 for f in sorted(glob.glob(f"{d}/*.safetensors")):
     for k, v in load_file(f, device="cuda").items():
         k = k.replace("model.language_model.", "model.")
         sd[k] = v
-missing, unexpected = model.load_state_dict(sd, strict=False, assign=True)
+missing, unexpected = model.load_state_dict(sd, strict=False)
+del sd
 model = model.to("cuda", torch.bfloat16).eval()
 model.model.rotary_emb = type(model.model.rotary_emb)(config=tc, device="cuda")
 print(f"peer load {time.time() - t:.1f}s missing={len(missing)} unexpected={len(unexpected)}", flush=True)

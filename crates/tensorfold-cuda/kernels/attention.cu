@@ -108,13 +108,29 @@ extern "C" __global__ void __launch_bounds__(AW * 32)
 #pragma unroll
         for (int j = 0; j < HDMAX / 32; ++j) o[j] *= alpha;
         const int cnt = min(32, n - t0);
-        for (int u = 0; u < cnt; ++u) {
-            const float pu = __shfl_sync(FULL_MASK, p, u);
-            const float* vp = value_row(t0 + u, clen, pages, vround, m, paths, row, off);
+        // Values four keys at a time: their loads are in flight together (a decode row is a chain of such
+        // trips), and they are added in key order as before.
+        for (int u0 = 0; u0 < cnt; u0 += 4) {
+            float vv[4][HDMAX / 32], pu[4];
 #pragma unroll
-            for (int j = 0; j < HDMAX / 32; ++j) {
-                const int d = lane + 32 * j;
-                if (d < hd) o[j] = fmaf(pu, vp[d], o[j]);
+            for (int k = 0; k < 4; ++k) {
+                const int u = u0 + k;
+                pu[k] = __shfl_sync(FULL_MASK, p, u & 31);
+                const float* vp = u < cnt ? value_row(t0 + u, clen, pages, vround, m, paths, row, off) : nullptr;
+#pragma unroll
+                for (int j = 0; j < HDMAX / 32; ++j) {
+                    const int d = lane + 32 * j;
+                    vv[k][j] = (vp != nullptr && d < hd) ? vp[d] : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                if (u0 + k >= cnt) break;
+#pragma unroll
+                for (int j = 0; j < HDMAX / 32; ++j) {
+                    const int d = lane + 32 * j;
+                    if (d < hd) o[j] = fmaf(pu[k], vv[k][j], o[j]);
+                }
             }
         }
         run_max = new_max;

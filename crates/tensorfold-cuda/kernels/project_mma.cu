@@ -17,7 +17,7 @@
 // order so one 16-byte load gives all four.
 
 #define MMA_OUT 16   // output features per block (the mma's M)
-#define MMA_MAXW 8   // most warps per block
+#define MMA_MAXW 16  // most warps per block
 
 // d += a·b for one m16n8k16 tile (a: 16 outputs × 16 k, b: 16 k × 8 rows), f32 accumulate.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
@@ -53,31 +53,22 @@ __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
 }
 
 // x [rows, cols] f32 → hi and lo bf16 [rows, cols] in the pair order of each 8-column word, and the f32 sum of
-// every 32 columns (in column order) for the affine groups. One thread per (row, 32 columns); cols % 32 == 0.
+// every 32 columns (one butterfly) for the affine groups. One thread per element, a warp per 32 columns;
+// cols % 32 == 0.
 extern "C" __global__ void prepare_x(const float* __restrict__ x, u16* __restrict__ xh, u16* __restrict__ xl,
                                      float* __restrict__ xs, int rows, int cols) {
-    const int chunks = cols / 32;
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows * chunks) return;
-    const int r = i / chunks, c = i % chunks;
-    const size_t base = (size_t)r * cols + (size_t)c * 32;
-    float s = 0.0f;
-    for (int w = 0; w < 4; ++w) {
-        u16 h[8], l[8];
-        for (int e = 0; e < 8; ++e) {
-            const float v = x[base + w * 8 + e];
-            s += v;
-            h[e] = f32_to_bf16_rn(v);
-            l[e] = f32_to_bf16_rn(v - bf16_to_f32(h[e]));
-        }
-        for (int p = 0; p < 4; ++p) {
-            xh[base + w * 8 + 2 * p] = h[p];
-            xh[base + w * 8 + 2 * p + 1] = h[p + 4];
-            xl[base + w * 8 + 2 * p] = l[p];
-            xl[base + w * 8 + 2 * p + 1] = l[p + 4];
-        }
-    }
-    xs[(size_t)r * chunks + c] = s;
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t n = (size_t)rows * cols;
+    const bool live = i < n;  // whole warps stay in the butterfly (n is a multiple of 32)
+    const float v = live ? x[i] : 0.0f;
+    const float s = warp_sum(v);
+    if (!live) return;
+    const int e = (int)(i & 7);
+    const size_t dst = (i & ~(size_t)7) + (e < 4 ? 2 * e : 2 * (e - 4) + 1);
+    const u16 h = f32_to_bf16_rn(v);
+    xh[dst] = h;
+    xl[dst] = f32_to_bf16_rn(v - bf16_to_f32(h));
+    if ((threadIdx.x & 31) == 0) xs[i / 32] = s;
 }
 
 // The four pairs of one word of 4-bit codes.
@@ -145,11 +136,16 @@ __device__ __forceinline__ void tile_rows(int (&xrow)[NT], int rt0, int rows) {
     }
 }
 
+// B, the batch variant of a kernel: 4 = a warp loads several groups before it computes them (their loads in
+// flight together), 1 = one group at a time (fewer registers, more warps resident). Both add the groups in the
+// same order, so they give the same bits; the host picks one per process.
+
 // bf16 weights [out, cols], cols % 64 == 0: the warps take 64-column groups (two words per lane) in turn.
-template <int NT>
+template <int NT, int B>
 __device__ __forceinline__ void project_mma_bf16(const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const u16* __restrict__ w, float* __restrict__ y, int rows,
                                                  int out, int cols) {
+    constexpr int U = B == 4 ? 2 : 1;  // a bf16 group is four times the bytes of a 4-bit one
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
@@ -165,34 +161,57 @@ __device__ __forceinline__ void project_mma_bf16(const u16* __restrict__ xh, con
         for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
     const int groups = cols / 64;
     const uint4 zero = {0u, 0u, 0u, 0u};
-    for (int G = warp; G < groups; G += nw) {
-        uint4 ug[2], ug8[2];
+    for (int G0 = warp; G0 < groups; G0 += U * nw) {
+        uint4 ug[U][2], ug8[U][2];
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            const size_t col = (size_t)G * 64 + (t * 2 + j) * 8;
-            ug[j] = has_g ? *reinterpret_cast<const uint4*>(wg + col) : zero;
-            ug8[j] = has_g8 ? *reinterpret_cast<const uint4*>(wg8 + col) : zero;
+        for (int u = 0; u < U; ++u) {
+            const int G = G0 + u * nw;
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const size_t col = (size_t)G * 64 + (t * 2 + j) * 8;
+                ug[u][j] = G < groups && has_g ? *reinterpret_cast<const uint4*>(wg + col) : zero;
+                ug8[u][j] = G < groups && has_g8 ? *reinterpret_cast<const uint4*>(wg8 + col) : zero;
+            }
         }
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            u32 pg[4], pg8[4];
-            pairs_bf16(ug[j], pg);
-            pairs_bf16(ug8[j], pg8);
-            mma_word<NT>(acc, pg, pg8, xh, xl, xrow, (size_t)G * 64 + (t * 2 + j) * 8, cols);
+        for (int u = 0; u < U; ++u) {
+            const int G = G0 + u * nw;
+            if (G >= groups) break;
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                u32 pg[4], pg8[4];
+                pairs_bf16(ug[u][j], pg);
+                pairs_bf16(ug8[u][j], pg8);
+                mma_word<NT>(acc, pg, pg8, xh, xl, xrow, (size_t)G * 64 + (t * 2 + j) * 8, cols);
+            }
         }
     }
     finish_tiles<NT>(acc, y, rows, out, o0, rt0);
 }
 
+// A lane's WPL consecutive words of one packed row, in one load.
+template <int WPL>
+__device__ __forceinline__ void load_words(const u32* __restrict__ p, u32 (&q)[WPL]) {
+    if constexpr (WPL == 4) {
+        const uint4 v = *reinterpret_cast<const uint4*>(p);
+        q[0] = v.x; q[1] = v.y; q[2] = v.z; q[3] = v.w;
+    } else if constexpr (WPL == 2) {
+        const uint2 v = *reinterpret_cast<const uint2*>(p);
+        q[0] = v.x; q[1] = v.y;
+    } else {
+        q[0] = *p;
+    }
+}
+
 // MLX 4-bit codes [out, cols/8] u32 with per-group scales and biases, group gs = 32·WPL: the warps take groups in
 // turn; lane t holds WPL words (gs/4 columns) of each group, so each mma stays inside one group.
-template <int NT, int WPL, typename S>
+template <int NT, int WPL, typename S, int B>
 __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                const float* __restrict__ xs, const u32* __restrict__ codes,
                                                const typename S::raw* __restrict__ scales,
                                                const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                                int rows, int out, int cols) {
-    constexpr int GS = 32 * WPL;
+    constexpr int GS = 32 * WPL, U = B == 4 ? (WPL == 4 ? 2 : 4) : 1;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
@@ -209,76 +228,99 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
         }
     const bool has_g = o0 + g < out, has_g8 = o0 + g + 8 < out;
     const int words = cols / 8, groups = cols / GS, chunks = cols / 32;
-    const u32* cg = codes + (size_t)(has_g ? o0 + g : 0) * words;
-    const u32* cg8 = codes + (size_t)(has_g8 ? o0 + g + 8 : 0) * words;
+    const size_t og = (size_t)(has_g ? o0 + g : 0), og8 = (size_t)(has_g8 ? o0 + g + 8 : 0);
     float acc[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
-    for (int G = warp; G < groups; G += nw) {
-        u32 qg[WPL], qg8[WPL];
-        const size_t w0 = (size_t)G * (GS / 8) + t * WPL;
+    for (int G0 = warp; G0 < groups; G0 += U * nw) {
+        u32 qg[U][WPL], qg8[U][WPL];
+        float sb[U][4];  // scale and bias of outputs g and g + 8
 #pragma unroll
-        for (int j = 0; j < WPL; ++j) {
-            qg[j] = has_g ? cg[w0 + j] : 0u;
-            qg8[j] = has_g8 ? cg8[w0 + j] : 0u;
-        }
-        float d[NT][4];
+        for (int u = 0; u < U; ++u) {
+            const int G = G0 + u * nw;
+            const size_t w0 = (size_t)G * (GS / 8) + t * WPL;
+            if (G < groups && has_g) {
+                load_words<WPL>(codes + og * words + w0, qg[u]);
+                sb[u][0] = S::get(scales[og * groups + G]);
+                sb[u][1] = S::get(biases[og * groups + G]);
+            } else {
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) d[nt][i] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < WPL; ++j) {
-            u32 pg[4], pg8[4];
-            pairs_a4(qg[j], pg);
-            pairs_a4(qg8[j], pg8);
-            mma_word<NT>(d, pg, pg8, xh, xl, xrow, (w0 + j) * 8, cols);
-        }
-        const float sg = has_g ? S::get(scales[(size_t)(o0 + g) * groups + G]) : 0.0f;
-        const float bg = has_g ? S::get(biases[(size_t)(o0 + g) * groups + G]) : 0.0f;
-        const float sg8 = has_g8 ? S::get(scales[(size_t)(o0 + g + 8) * groups + G]) : 0.0f;
-        const float bg8 = has_g8 ? S::get(biases[(size_t)(o0 + g + 8) * groups + G]) : 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            float sx[2];
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                sx[c] = 0.0f;
-                if (crow[nt][c] >= 0) {
-#pragma unroll
-                    for (int k = 0; k < WPL; ++k) sx[c] += xs[(size_t)crow[nt][c] * chunks + G * WPL + k];
-                }
+                for (int j = 0; j < WPL; ++j) qg[u][j] = 0u;
+                sb[u][0] = sb[u][1] = 0.0f;
             }
-            acc[nt][0] = fmaf(bg, sx[0], fmaf(sg, d[nt][0], acc[nt][0]));
-            acc[nt][1] = fmaf(bg, sx[1], fmaf(sg, d[nt][1], acc[nt][1]));
-            acc[nt][2] = fmaf(bg8, sx[0], fmaf(sg8, d[nt][2], acc[nt][2]));
-            acc[nt][3] = fmaf(bg8, sx[1], fmaf(sg8, d[nt][3], acc[nt][3]));
+            if (G < groups && has_g8) {
+                load_words<WPL>(codes + og8 * words + w0, qg8[u]);
+                sb[u][2] = S::get(scales[og8 * groups + G]);
+                sb[u][3] = S::get(biases[og8 * groups + G]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < WPL; ++j) qg8[u][j] = 0u;
+                sb[u][2] = sb[u][3] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int G = G0 + u * nw;
+            if (G >= groups) break;
+            const size_t w0 = (size_t)G * (GS / 8) + t * WPL;
+            float d[NT][4];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) d[nt][i] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < WPL; ++j) {
+                u32 pg[4], pg8[4];
+                pairs_a4(qg[u][j], pg);
+                pairs_a4(qg8[u][j], pg8);
+                mma_word<NT>(d, pg, pg8, xh, xl, xrow, (w0 + j) * 8, cols);
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                float sx[2];
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    sx[c] = 0.0f;
+                    if (crow[nt][c] >= 0) {
+#pragma unroll
+                        for (int k = 0; k < WPL; ++k) sx[c] += xs[(size_t)crow[nt][c] * chunks + G * WPL + k];
+                    }
+                }
+                acc[nt][0] = fmaf(sb[u][1], sx[0], fmaf(sb[u][0], d[nt][0], acc[nt][0]));
+                acc[nt][1] = fmaf(sb[u][1], sx[1], fmaf(sb[u][0], d[nt][1], acc[nt][1]));
+                acc[nt][2] = fmaf(sb[u][3], sx[0], fmaf(sb[u][2], d[nt][2], acc[nt][2]));
+                acc[nt][3] = fmaf(sb[u][3], sx[1], fmaf(sb[u][2], d[nt][3], acc[nt][3]));
+            }
         }
     }
     finish_tiles<NT>(acc, y, rows, out, o0, rt0);
 }
 
-#define MMA_BF16(NT)                                                                                             \
+#define MMA_BF16(NT, B)                                                                                          \
     extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
-        project_mma_bf16_nt##NT(const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out,          \
-                                int cols) {                                                                       \
-        project_mma_bf16<NT>(xh, xl, w, y, rows, out, cols);                                                      \
+        project_mma_bf16_nt##NT##_b##B(const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out,   \
+                                       int cols) {                                                                \
+        project_mma_bf16<NT, B>(xh, xl, w, y, rows, out, cols);                                                   \
     }
-MMA_BF16(1)
-MMA_BF16(2)
-MMA_BF16(4)
+#define MMA_BF16_NT(B) MMA_BF16(1, B) MMA_BF16(2, B) MMA_BF16(4, B)
+MMA_BF16_NT(1)
+MMA_BF16_NT(4)
 
-#define MMA_A4(NT, WPL, NAME, S)                                                                                 \
+#define MMA_A4(NT, WPL, NAME, S, B)                                                                              \
     extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
-        project_mma_a4_g##WPL##_##NAME##_nt##NT(const u16* xh, const u16* xl, const float* xs, const u32* codes,  \
-                                                const S::raw* scales, const S::raw* biases, float* y, int rows,   \
-                                                int out, int cols) {                                              \
-        project_mma_a4<NT, WPL, S>(xh, xl, xs, codes, scales, biases, y, rows, out, cols);                        \
+        project_mma_a4_g##WPL##_##NAME##_nt##NT##_b##B(const u16* xh, const u16* xl, const float* xs,             \
+                                                       const u32* codes, const S::raw* scales,                   \
+                                                       const S::raw* biases, float* y, int rows, int out,        \
+                                                       int cols) {                                               \
+        project_mma_a4<NT, WPL, S, B>(xh, xl, xs, codes, scales, biases, y, rows, out, cols);                     \
     }
-#define MMA_A4_NT(WPL, NAME, S) MMA_A4(1, WPL, NAME, S) MMA_A4(2, WPL, NAME, S) MMA_A4(4, WPL, NAME, S)
-#define MMA_A4_ALL(WPL) MMA_A4_NT(WPL, f32, F32T) MMA_A4_NT(WPL, f16, F16T) MMA_A4_NT(WPL, bf16, BF16T)
-MMA_A4_ALL(1)
-MMA_A4_ALL(2)
-MMA_A4_ALL(4)
+#define MMA_A4_NT(WPL, NAME, S, B) MMA_A4(1, WPL, NAME, S, B) MMA_A4(2, WPL, NAME, S, B) MMA_A4(4, WPL, NAME, S, B)
+#define MMA_A4_ALL(WPL, B) MMA_A4_NT(WPL, f32, F32T, B) MMA_A4_NT(WPL, f16, F16T, B) MMA_A4_NT(WPL, bf16, BF16T, B)
+MMA_A4_ALL(1, 1)
+MMA_A4_ALL(2, 1)
+MMA_A4_ALL(4, 1)
+MMA_A4_ALL(1, 4)
+MMA_A4_ALL(2, 4)
+MMA_A4_ALL(4, 4)

@@ -302,12 +302,16 @@ pub fn kernel_names() -> Vec<String> {
         }
         for nt in [1, 2, 4] {
             for g in [1, 2, 4] {
-                v.push(format!("project_mma_a4_g{g}_{dt}_nt{nt}"));
+                for b in [1, 4] {
+                    v.push(format!("project_mma_a4_g{g}_{dt}_nt{nt}_b{b}"));
+                }
             }
         }
     }
     for nt in [1, 2, 4] {
-        v.push(format!("project_mma_bf16_nt{nt}"));
+        for b in [1, 4] {
+            v.push(format!("project_mma_bf16_nt{nt}_b{b}"));
+        }
     }
     v
 }

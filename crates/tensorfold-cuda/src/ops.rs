@@ -273,6 +273,28 @@ fn mma_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_MMA").map_or(true, |v| v != "0"))
 }
 
+/// How the tensor-core projections are laid out, fixed for the process (every path of a run uses the same, so
+/// exactness holds whichever is chosen): the batch variant (`TENSORFOLD_CUDA_MMA_BATCH`, 1 or 4) and the most
+/// warps a block splits the columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16). The defaults are the fastest
+/// measured on the H200 (BENCHMARKS.md §7).
+fn mma_layout() -> (usize, usize) {
+    static LAYOUT: OnceLock<(usize, usize)> = OnceLock::new();
+    *LAYOUT.get_or_init(|| {
+        let var = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+        };
+        let batch = match var("TENSORFOLD_CUDA_MMA_BATCH") {
+            Some(4) => 4,
+            Some(_) => 1,
+            None => 1,
+        };
+        let warps = var("TENSORFOLD_CUDA_MMA_WARPS").unwrap_or(8).clamp(1, 16);
+        (batch, warps)
+    })
+}
+
 /// The tensor-core kernel family of a matrix (name without the tile suffix), for bf16 weights with columns in
 /// whole 64s and MLX 4-bit codes in groups of 32, 64 or 128; `None` keeps the CUDA-core kernels. The choice
 /// depends on the matrix alone, never on the rows of a call, so a row's bits do not depend on its round.
@@ -321,7 +343,7 @@ fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
         };
         dev.launch(
             "prepare_x",
-            (blocks(n / 32, THREADS as usize), 1, 1),
+            (blocks(n, THREADS as usize), 1, 1),
             THREADS,
             &[
                 Arg::P(dev.ptr(&x.buf)),
@@ -347,7 +369,9 @@ fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str) -> CudaAct 
         9..=16 => 2,
         _ => 4,
     };
-    let warps = (mma_groups(w) / 4).clamp(1, 8);
+    // Enough warps that a decode projection has many groups in flight; a shape-only choice (see mma_kernel).
+    let (batch, max_warps) = mma_layout();
+    let warps = (mma_groups(w) / 4).clamp(1, max_warps);
     let grid = (blocks(out_f, 16), blocks(rows, 8 * nt), 1);
     let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
     match w {
@@ -371,7 +395,7 @@ fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str) -> CudaAct 
         Arg::I(cols as i32),
     ]);
     dev.launch(
-        &format!("{kernel}_nt{nt}"),
+        &format!("{kernel}_nt{nt}_b{batch}"),
         grid,
         (warps * 32) as u32,
         &args,
@@ -386,10 +410,12 @@ pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> Cuda
         x.cols, w.len
     );
     let y = new_act(dev, x.rows, x.cols);
+    // Wide rows get more threads (fewer dependent loads each); a choice by shape, so rows stay invariant.
+    let threads = if x.cols >= 4096 { 1024 } else { THREADS };
     dev.launch(
         "rms_norm",
         (x.rows as u32, 1, 1),
-        THREADS,
+        threads,
         &[
             Arg::P(dev.ptr(&x.buf)),
             Arg::P(dev.ptr(&w.buf)),

@@ -61,6 +61,9 @@ pub struct BenchArgs {
     /// Prompt lengths of the prefill measurement (with --device cuda).
     #[arg(long, value_delimiter = ',', default_value = "2048")]
     pub prefill_lens: Vec<usize>,
+    /// With --device cuda: only decode and rounds of 1 and 16 rows (comparing kernel layouts in one run).
+    #[arg(long)]
+    pub quick: bool,
 }
 
 /// Best-of-5 parallel read bandwidth over a 1 GiB buffer, in bytes per second.
@@ -86,7 +89,13 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
     if args.device == crate::check::Device::Cuda {
         #[cfg(feature = "cuda")]
-        return crate::cuda::bench(&dir, args.decode_tokens, &args.prefill_lens, args.repeat);
+        return crate::cuda::bench(
+            &dir,
+            args.decode_tokens,
+            &args.prefill_lens,
+            args.repeat,
+            args.quick,
+        );
         #[cfg(not(feature = "cuda"))]
         anyhow::bail!("--device cuda: this binary was built without CUDA (cargo build --release --features cuda)");
     }
