@@ -1,6 +1,8 @@
 //! The engine's front door for servers and tools: submit a request, receive its tokens as events on a channel.
 //! The engine runs on its own OS thread; dropping the receiver cancels the request at the next round.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use tensorfold_core::sampling::SamplingParams;
 
 /// Penalties applied to a row's logits before the keyed draw. They depend only on the tokens on that row's own
@@ -47,6 +49,10 @@ pub struct Request {
     pub logprobs: Option<usize>,
     /// Prompt positions worth a prompt-cache snapshot (e.g. where the newest chat message starts).
     pub cache_marks: Vec<usize>,
+    /// Set by the caller to end the reply at the engine's next round with a `Done` (finish `Stop`) that still
+    /// carries the usage, e.g. when the server saw a stop string complete. Tokens drawn after it was set are
+    /// sent too; the caller drops them.
+    pub end: Option<Arc<AtomicBool>>,
 }
 
 impl Request {
@@ -65,6 +71,7 @@ impl Request {
             draft: true,
             logprobs: None,
             cache_marks: Vec::new(),
+            end: None,
         }
     }
 }
@@ -161,6 +168,8 @@ pub struct Stats {
     pub drafted_total: u64,
     pub accepted_total: u64,
     pub rounds_total: u64,
+    /// Round costs timed at start (rows, microseconds) that seed the window planner; empty when not timed.
+    pub round_costs_us: Vec<(usize, u64)>,
 }
 
 #[derive(Clone, Debug)]
@@ -195,6 +204,9 @@ pub struct EngineConfig {
     pub plan_widths: bool,
     /// Kept rows held per stream for the MTP head while it is not drafting (older ones it never sees).
     pub mtp_history: usize,
+    /// Seconds the engine may spend at start timing rounds of 1, 2, 4 … rows on its device and model, so the
+    /// first windows are planned from real costs (0 = learn costs from live rounds only).
+    pub calibrate_secs: f64,
 }
 
 impl Default for EngineConfig {
@@ -215,6 +227,7 @@ impl Default for EngineConfig {
             max_round_rows: 96,
             plan_widths: true,
             mtp_history: 256,
+            calibrate_secs: 1.0,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tensorfold_backend::Backend;
+use tensorfold_backend::{Backend, RowRef};
 use tensorfold_core::sampling::token_sha;
 use tensorfold_model::Qwen35;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -128,10 +128,14 @@ pub fn spawn<B: Backend>(model: Qwen35<B>, config: EngineConfig) -> EngineHandle
         head_layers: usize::from(model.mtp.is_some() && config.drafts && config.mtp),
     };
     let vocab_size = model.config.vocab_size;
-    let (thread_stats, thread_config) = (stats.clone(), config.clone());
+    let mut engine = Engine::new(model, config.clone(), pages, stats.clone());
+    // Before the thread starts, so that a caller's first timings never include it.
+    if config.drafts && config.plan_widths && config.calibrate_secs > 0.0 {
+        engine.calibrate();
+    }
     let join = std::thread::Builder::new()
         .name("tensorfold-engine".into())
-        .spawn(move || Engine::new(model, thread_config, pages, thread_stats).run(rx))
+        .spawn(move || engine.run(rx))
         .expect("spawning the engine thread");
     EngineHandle {
         tx,
@@ -209,6 +213,56 @@ impl<B: Backend> Engine<B> {
             }
             self.round();
         }
+    }
+
+    /// Times forward rounds of 1, 2, 4 … rows (logits at every row, as a window needs) on a scratch slot, the
+    /// median of three each, widest last, until the time budget is spent; the window planner starts from these
+    /// costs and keeps following live rounds. Nothing is kept, so the slot's pages go back when it drops.
+    fn calibrate(&mut self) {
+        let budget = std::time::Duration::from_secs_f64(self.cfg.calibrate_secs);
+        let started = Instant::now();
+        let widest = (self.cfg.max_draft + 1).min(self.cfg.max_round_rows.max(1));
+        let vocab = self.model.config.vocab_size.max(1);
+        let mut slot = self.model.new_slot();
+        let mut costs = Vec::new();
+        // One untimed round of the widest width first: buffers and pages are allocated, caches are warm.
+        let refs: Vec<RowRef> = (0..widest).map(|i| RowRef::chain(0, 0, 0, i)).collect();
+        let all: Vec<usize> = (0..widest).collect();
+        if self
+            .model
+            .forward(&refs, &vec![0; widest], &mut [&mut slot], &all)
+            .is_err()
+        {
+            return;
+        }
+        let mut rows = 1;
+        while rows <= widest && started.elapsed() < budget {
+            let refs: Vec<RowRef> = (0..rows).map(|i| RowRef::chain(0, 0, 0, i)).collect();
+            let tokens: Vec<u32> = (0..rows)
+                .map(|i| ((i * 7919 + 13) % vocab) as u32)
+                .collect();
+            let all: Vec<usize> = (0..rows).collect();
+            let mut times = Vec::with_capacity(5);
+            for _ in 0..5 {
+                let t = Instant::now();
+                if self
+                    .model
+                    .forward(&refs, &tokens, &mut [&mut slot], &all)
+                    .is_err()
+                {
+                    return;
+                }
+                times.push(t.elapsed().as_secs_f64());
+            }
+            times.sort_by(f64::total_cmp);
+            self.planner.record_round(rows, times[2]);
+            costs.push((rows, (times[2] * 1e6) as u64));
+            rows = if rows < 4 { rows + 1 } else { rows * 2 };
+            if rows > widest && costs.last().is_some_and(|&(r, _)| r < widest) {
+                rows = widest;
+            }
+        }
+        self.stats().round_costs_us = costs;
     }
 
     /// Moves queued requests into slots while slots and KV pages allow, in arrival order.
@@ -358,6 +412,15 @@ impl<B: Backend> Engine<B> {
             let st = &mut self.live[i];
             if st.finished.is_none() && st.events.is_closed() {
                 st.finished = Some(FinishReason::Cancelled);
+            }
+            if st.finished.is_none()
+                && st
+                    .req
+                    .end
+                    .as_ref()
+                    .is_some_and(|e| e.load(std::sync::atomic::Ordering::Acquire))
+            {
+                st.finished = Some(FinishReason::Stop);
             }
             if st.finished.is_none() && st.req.max_tokens == 0 && !st.prefilling() {
                 st.finished = Some(FinishReason::Length);

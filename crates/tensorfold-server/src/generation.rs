@@ -8,6 +8,8 @@ use crate::state::AppState;
 use crate::stop::StopMatcher;
 use crate::toolcall::{ToolCallParser, ToolEvent};
 use crate::toolschema::ToolSchemas;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 use tensorfold_core::sampling::token_sha;
 use tensorfold_core::tokenizer::{StreamDecoder, TextTokenizer};
@@ -60,6 +62,8 @@ pub struct TextPlan {
     /// Chat replies with tools: the tool-call parser, seeded with `prefill`.
     pub tools: Option<ToolSchemas>,
     pub prefill: String,
+    /// The request's end flag (`Request::end`): set when a stop string completes.
+    pub end: Option<Arc<AtomicBool>>,
 }
 
 pub struct Generation {
@@ -77,6 +81,10 @@ pub struct Generation {
     first_token: Option<f64>,
     last_token: Option<Instant>,
     done: bool,
+    /// A stop string completed and the engine was asked to end: later tokens are dropped while its summary
+    /// (with the usage) arrives.
+    ending: bool,
+    end: Option<Arc<AtomicBool>>,
     /// Deltas from the server's prefill, sent with the first step.
     pending_seed: Vec<Delta>,
 }
@@ -111,6 +119,8 @@ impl Generation {
             first_token: None,
             last_token: None,
             done: false,
+            ending: false,
+            end: plan.end,
             pending_seed: Vec::new(),
         };
         if let Some(p) = tools.as_mut() {
@@ -159,6 +169,7 @@ impl Generation {
                 break;
             }
             match ev {
+                Event::Token { .. } if self.ending => {}
                 Event::Token { id, logprob } => self.on_token(id, logprob, &mut step),
                 Event::Done {
                     finish,
@@ -183,7 +194,10 @@ impl Generation {
                         f.drafted = usage.drafted;
                         f.accepted = usage.accepted;
                         f.prompt_tokens = usage.prompt_tokens;
-                        f.token_sha = token_sha;
+                        if !self.ending {
+                            // (After a stop string the engine's hash covers tokens past it; ours does not.)
+                            f.token_sha = token_sha;
+                        }
                         f.first_token_secs = first_token_secs;
                         f.total_secs = total_secs;
                         step.finished = Some(f);
@@ -224,11 +238,20 @@ impl Generation {
             None => String::new(),
         };
         self.on_text(&text, step);
-        if self.stop.stopped() && !self.done {
-            // Dropping the receiver cancels the request at the engine's next round.
-            self.rx = None;
-            let f = self.finish("stop", step);
-            step.finished = Some(f);
+        if self.stop.stopped() && !self.done && !self.ending {
+            match &self.end {
+                Some(end) => {
+                    // The engine ends the reply at its next round and sends its summary with the usage.
+                    end.store(true, Ordering::Release);
+                    self.ending = true;
+                }
+                None => {
+                    // Dropping the receiver cancels the request at the engine's next round.
+                    self.rx = None;
+                    let f = self.finish("stop", step);
+                    step.finished = Some(f);
+                }
+            }
         }
     }
 

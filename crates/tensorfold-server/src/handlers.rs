@@ -77,6 +77,7 @@ async fn completions_inner(
     let params = req.params;
     let engine_req = engine_request(&state, ids, &params, Vec::new(), "prompt")?;
     let prompt_tokens = engine_req.prompt.len();
+    let end = engine_req.end.clone();
     let prompt_ids = if params.return_token_ids {
         engine_req.prompt.clone()
     } else {
@@ -92,6 +93,7 @@ async fn completions_inner(
         reasoning: None,
         tools: None,
         prefill: String::new(),
+        end,
     };
     let gen = Generation::new(state.clone(), rx, prompt_tokens, received, plan);
     let meta = meta(&state, "cmpl-");
@@ -132,6 +134,7 @@ async fn chat_inner(
     let tools_active = req.tool_choice != ToolChoice::None && !req.tools.is_empty();
     let engine_req = engine_request(&state, prompt.ids, params, prompt.cache_marks, "messages")?;
     let prompt_tokens = engine_req.prompt.len();
+    let end = engine_req.end.clone();
     let prompt_ids = if params.return_token_ids {
         engine_req.prompt.clone()
     } else {
@@ -150,6 +153,7 @@ async fn chat_inner(
         )),
         tools: tools_active.then(|| ToolSchemas::new(&req.tools)),
         prefill: prompt.prefill,
+        end,
     };
     let gen = Generation::new(state.clone(), rx, prompt_tokens, received, plan);
     let meta = meta(&state, "chatcmpl-");
@@ -281,5 +285,7 @@ pub fn engine_request(
     r.draft = p.draft;
     r.logprobs = p.logprobs;
     r.cache_marks = cache_marks;
+    // Lets a stop string end the reply with the engine's usage (cached, drafted, accepted) still reported.
+    r.end = Some(Default::default());
     Ok(r)
 }

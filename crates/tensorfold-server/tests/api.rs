@@ -261,6 +261,34 @@ fn a_stop_string_cuts_the_text_and_finishes_with_stop() {
 }
 
 #[test]
+fn a_reply_ended_by_a_stop_string_still_reports_the_engines_usage() {
+    // The first request leaves its prompt in the prompt cache; the stopped repeats must report that hit.
+    let base = json!({"prompt": "A stop string and the cache: one two three four five six", "max_tokens": 24,
+                      "temperature": 0, "ignore_eos": true});
+    let full = completion(base.clone());
+    let text = full["choices"][0]["text"].as_str().unwrap_or("").to_owned();
+    let at = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .find(|&i| i >= 2 && text.is_char_boundary(i + 1) && text.find(&text[i..i + 1]) == Some(i))
+        .expect("a character whose first appearance is past the start of the reply");
+    let mut body = base.clone();
+    body["stop"] = json!([text[at..at + 1].to_owned()]);
+    let stopped = completion(body);
+    assert_eq!(stopped["choices"][0]["finish_reason"], "stop");
+    assert_eq!(stopped["choices"][0]["text"], text[..at]);
+    let cached = stopped["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        cached > 0,
+        "a stopped reply reports the prompt-cache hit: {}",
+        stopped["usage"]
+    );
+    assert!(stopped["tensorfold"]["drafted"].is_u64());
+}
+
+#[test]
 fn a_stop_token_id_ends_the_reply_before_that_token() {
     let base = json!({"prompt": "Hello there", "max_tokens": 16, "temperature": 0, "ignore_eos": true,
                       "return_token_ids": true});

@@ -244,6 +244,17 @@ pub fn run(args: RunArgs) -> Result<()> {
         tokens.len() as f64 / rounds.max(1) as f64,
         if args.no_drafts { " (--no-drafts)" } else { "" }
     );
+    let costs = engine.stats().round_costs_us;
+    if !costs.is_empty() {
+        let list: Vec<String> = costs
+            .iter()
+            .map(|&(r, us)| format!("{r}: {:.1}", us as f64 / 1e3))
+            .collect();
+        eprintln!(
+            "round ms by rows, timed at start for the window planner: {}",
+            list.join(", ")
+        );
+    }
     if textless > 0 {
         eprintln!(
             "note: {textless} drawn ids are outside the tokenizer's vocabulary and print no text"

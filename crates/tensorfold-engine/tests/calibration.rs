@@ -1,0 +1,53 @@
+//! Round costs timed at engine start: they seed the window planner when drafting is on, and cost nothing when it
+//! is off.
+
+use std::path::PathBuf;
+use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_core::Checkpoint;
+use tensorfold_engine::check::collect;
+use tensorfold_engine::{spawn, EngineConfig, Request};
+use tensorfold_model::Qwen35;
+
+fn model() -> Qwen35<CpuBackend> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tiny-wrapper-bf16");
+    Qwen35::load(
+        &Checkpoint::open(&dir, |_, _| {}).unwrap(),
+        CpuBackend::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn round_costs_are_timed_at_start_from_one_row_up_to_the_widest_window() {
+    let cfg = EngineConfig {
+        max_draft: 12,
+        ..EngineConfig::default()
+    };
+    let engine = spawn(model(), cfg);
+    let costs = engine.stats().round_costs_us;
+    let rows: Vec<usize> = costs.iter().map(|&(r, _)| r).collect();
+    assert_eq!(rows, vec![1, 2, 3, 4, 8, 13], "widths timed: {costs:?}");
+    assert!(costs.iter().all(|&(_, us)| us > 0), "{costs:?}");
+    // Nothing was kept: a request afterwards runs from an empty slot as usual.
+    let mut req = Request::greedy(vec![1, 2, 3, 4, 5], 6);
+    req.ignore_eos = true;
+    let (tokens, _) = collect(engine.submit(req).unwrap()).unwrap();
+    assert_eq!(tokens.len(), 6);
+}
+
+#[test]
+fn no_rounds_are_timed_without_drafts_or_with_no_budget() {
+    for cfg in [
+        EngineConfig {
+            drafts: false,
+            ..EngineConfig::default()
+        },
+        EngineConfig {
+            calibrate_secs: 0.0,
+            ..EngineConfig::default()
+        },
+    ] {
+        let engine = spawn(model(), cfg);
+        assert!(engine.stats().round_costs_us.is_empty());
+    }
+}
