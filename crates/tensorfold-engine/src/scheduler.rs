@@ -253,10 +253,14 @@ impl<B: Backend> Engine<B> {
                     return;
                 }
                 times.push(t.elapsed().as_secs_f64());
+                if started.elapsed() > budget {
+                    break;
+                }
             }
             times.sort_by(f64::total_cmp);
-            self.planner.record_round(rows, times[2]);
-            costs.push((rows, (times[2] * 1e6) as u64));
+            let median = times[times.len() / 2];
+            self.planner.record_round(rows, median);
+            costs.push((rows, (median * 1e6) as u64));
             rows = if rows < 4 { rows + 1 } else { rows * 2 };
             if rows > widest && costs.last().is_some_and(|&(r, _)| r < widest) {
                 rows = widest;

@@ -18,6 +18,19 @@ fn backend() -> Result<CudaBackend> {
     Ok(be)
 }
 
+/// The checkpoint on the GPU, weights uploaded in their stored format (for `run` and `serve`).
+pub fn load(ck: &Checkpoint) -> Result<Qwen35<CudaBackend>> {
+    let be = backend()?;
+    let t = Instant::now();
+    let m = Qwen35::load(ck, be.clone())?;
+    be.synchronize();
+    eprintln!(
+        "cuda: weights uploaded in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(m)
+}
+
 /// `tensorfold check --device cuda`: ops test (with `--ops`), float64 oracle (when the checkpoint has a
 /// reference), then the equality suite; non-zero exit on any failure.
 pub fn check(dir: &Path, quick: bool, ops: bool) -> Result<()> {

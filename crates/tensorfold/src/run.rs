@@ -7,6 +7,7 @@ use clap::Args;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_backend::Backend;
 use tensorfold_core::chat::{ChatRenderRequest, ChatTemplate};
 use tensorfold_core::sampling::{seed_from_prompt, token_sha, SamplingParams};
 use tensorfold_core::tokenizer::{StreamDecoder, TextTokenizer};
@@ -63,6 +64,9 @@ pub struct RunArgs {
     /// Decode one token per round, without context copies or the MTP head (same tokens, no speculation).
     #[arg(long)]
     pub no_drafts: bool,
+    /// Where to run the model (cuda needs a binary built with `--features cuda` and an NVIDIA GPU).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: crate::check::Device,
 }
 
 pub fn init_threads(threads: Option<usize>) {
@@ -120,7 +124,31 @@ pub fn run(args: RunArgs) -> Result<()> {
             tok.encode(&text)?
         }
     };
-    let model = Qwen35::load(&ck, CpuBackend::default())?;
+    match args.device {
+        crate::check::Device::Cpu => {
+            let model = Qwen35::load(&ck, CpuBackend::default())?;
+            decode(&args, &ck, tokenizer, prompt, model)
+        }
+        #[cfg(feature = "cuda")]
+        crate::check::Device::Cuda => {
+            let model = crate::cuda::load(&ck)?;
+            decode(&args, &ck, tokenizer, prompt, model)
+        }
+        #[cfg(not(feature = "cuda"))]
+        crate::check::Device::Cuda => bail!(
+            "--device cuda: this binary was built without CUDA (cargo build --release --features cuda)"
+        ),
+    }
+}
+
+/// Decodes `prompt` through an engine on `model`'s device, streaming text to stdout and speeds to stderr.
+fn decode<B: Backend>(
+    args: &RunArgs,
+    ck: &Checkpoint,
+    tokenizer: Option<TextTokenizer>,
+    prompt: Vec<u32>,
+    model: Qwen35<B>,
+) -> Result<()> {
     let mut stop_ids = ck.config.eos_token_ids.clone();
     if let Some(tok) = &tokenizer {
         stop_ids.extend(tok.stop_ids());

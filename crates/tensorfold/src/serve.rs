@@ -50,6 +50,9 @@ pub struct ServeArgs {
     /// Request body limit in MiB (larger bodies get 413).
     #[arg(long, default_value_t = 8)]
     pub max_body_mib: usize,
+    /// Where to run the model (cuda needs a binary built with `--features cuda` and an NVIDIA GPU).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: crate::check::Device,
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -68,7 +71,6 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     if context < 2 {
         bail!("--context must be at least 2 tokens");
     }
-    let model = Qwen35::load(&ck, CpuBackend::default())?;
     let name = args.name.clone().unwrap_or_else(|| {
         dir.canonicalize()
             .ok()
@@ -83,7 +85,17 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         drafts: !args.no_drafts,
         ..EngineConfig::default()
     };
-    let engine = tensorfold_engine::spawn(model, config);
+    let engine = match args.device {
+        crate::check::Device::Cpu => {
+            tensorfold_engine::spawn(Qwen35::load(&ck, CpuBackend::default())?, config)
+        }
+        #[cfg(feature = "cuda")]
+        crate::check::Device::Cuda => tensorfold_engine::spawn(crate::cuda::load(&ck)?, config),
+        #[cfg(not(feature = "cuda"))]
+        crate::check::Device::Cuda => bail!(
+            "--device cuda: this binary was built without CUDA (cargo build --release --features cuda)"
+        ),
+    };
     let options = ServerOptions {
         model_name: name.clone(),
         api_keys: args
