@@ -5,14 +5,7 @@ BIN=${1:?binary}; OUT=${2:?out dir}; BUDGET=${3:-80}
 mkdir -p "$OUT"
 export TENSORFOLD_CACHE_DIR=/tmp/tfcache
 T0=$(date +%s)
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-step() {
-  local name=$1 need=$2; shift 2
-  if [ "$(left)" -lt "$need" ]; then echo "SKIP $name (budget)"; return; fi
-  local t=$(date +%s)
-  timeout $(( $(left) - 3 )) "$@" > "$OUT/$name.log" 2>&1
-  echo "$name rc=$? $(( $(date +%s) - t ))s"
-}
+. "$(dirname "$0")/steps.sh"
 step check-ops 25 "$BIN" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit
 grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF|^error" "$OUT"/check-*.log
 step synth-27b-mlx4 50 "$BIN" synth --shape 27b --format mlx4 --out /tmp/s27m4

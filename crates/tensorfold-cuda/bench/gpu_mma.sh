@@ -9,14 +9,7 @@ OUT=/tmp/tflogs
 mkdir -p "$OUT" "$FINAL"
 export TENSORFOLD_CACHE_DIR=/tmp/tfcache
 T0=$(date +%s)
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-step() {  # step NAME SECONDS CMD...
-  local name=$1 need=$2; shift 2
-  if [ "$(left)" -lt "$need" ]; then echo "SKIP $name (budget)"; return; fi
-  local t=$(date +%s)
-  timeout $(( $(left) - 5 )) "$@" > "$OUT/$name.log" 2>&1
-  echo "$name rc=$? $(( $(date +%s) - t ))s"
-}
+. "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/env.log" 2>&1
 step check-ops 60 "$BIN" check --device cuda --ops --quick --model fixtures/tiny-wrapper-bf16
 step check-mlx4 40 "$BIN" check --device cuda --quick --model fixtures/tiny-mlx-4bit

@@ -6,14 +6,7 @@ BIN=${1:?binary}; OUT=${2:?out dir}; BUDGET=${3:-360}
 mkdir -p "$OUT"
 export TENSORFOLD_CACHE_DIR=/tmp/tfcache
 T0=$(date +%s)
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-step() {  # step NAME SECONDS CMD...: runs CMD with a timeout if enough budget is left, logs to $OUT/NAME.log
-  local name=$1 need=$2; shift 2
-  if [ "$(left)" -lt "$need" ]; then echo "SKIP $name (budget)"; return; fi
-  local t=$(date +%s)
-  timeout $(( $(left) - 5 )) "$@" > "$OUT/$name.log" 2>&1
-  echo "$name rc=$? $(( $(date +%s) - t ))s"
-}
+. "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/env.log" 2>&1
 step check-ops-wrapper 60 "$BIN" check --device cuda --ops --quick --model fixtures/tiny-wrapper-bf16
 step check-mlx-mixed 40 "$BIN" check --device cuda --quick --model fixtures/tiny-mlx-mixed

@@ -57,14 +57,7 @@ fn kinds(dir: &Path, vocab: usize, rewrite_tokens: usize) -> Result<Vec<Kind>> {
         ]);
     };
     // Cut the file to about `rewrite_tokens` tokens on a line boundary.
-    let mut file = String::new();
-    for line in CODE_FILE.lines() {
-        if tok.encode(&file)?.len() >= rewrite_tokens {
-            break;
-        }
-        file.push_str(line);
-        file.push('\n');
-    }
+    let file = head_lines(&tok, CODE_FILE, rewrite_tokens)?;
     let first_line = file.lines().next().unwrap_or_default();
     let rewrite = format!(
         "# file: cache.py\n{file}\n# file: cache_copy.py (an exact copy of cache.py, line for line)\n{first_line}\n"
@@ -127,6 +120,22 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs.get(xs.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// One stream, no prompt cache, the chosen drafters; `plan_widths` off drafts at full width every round.
+fn engine_config(drafters: Drafters, context: usize, plan_widths: bool) -> EngineConfig {
+    EngineConfig {
+        parallel: 1,
+        context,
+        prompt_cache_bytes: 0,
+        mtp: matches!(drafters, Drafters::Both | Drafters::Mtp),
+        drafter: match drafters {
+            Drafters::Both | Drafters::Copies => DrafterFactory::context_copy(),
+            Drafters::Mtp | Drafters::None => DrafterFactory::none(),
+        },
+        plan_widths,
+        ..EngineConfig::default()
+    }
+}
+
 /// Runs the sweep: for each kind, `repeat` drafted and plain replies alternating (the order flips every repeat).
 pub fn bench_drafts(
     model: Qwen35<CpuBackend>,
@@ -148,17 +157,7 @@ pub fn bench_drafts(
     let longest = kinds.iter().map(|k| k.prompt.len()).max().unwrap_or(0);
     let engine = tensorfold_engine::spawn(
         model,
-        EngineConfig {
-            parallel: 1,
-            context: longest + decode_tokens,
-            prompt_cache_bytes: 0,
-            mtp: matches!(drafters, Drafters::Both | Drafters::Mtp),
-            drafter: match drafters {
-                Drafters::Both | Drafters::Copies => DrafterFactory::context_copy(),
-                Drafters::Mtp | Drafters::None => DrafterFactory::none(),
-            },
-            ..EngineConfig::default()
-        },
+        engine_config(drafters, longest + decode_tokens, true),
     );
     println!(
         "greedy, {decode_tokens} tokens per reply, {repeat} drafted ({drafters:?}) and {repeat} plain replies per \
@@ -297,18 +296,7 @@ pub fn bench_files(model: Qwen35<CpuBackend>, dir: &Path, b: FilesBench) -> Resu
     let longest = prompts.iter().map(|p| p.2.len()).max().unwrap_or(0);
     let engine = tensorfold_engine::spawn(
         model,
-        EngineConfig {
-            parallel: 1,
-            context: longest + decode_tokens,
-            prompt_cache_bytes: 0,
-            mtp: matches!(drafters, Drafters::Both | Drafters::Mtp),
-            drafter: match drafters {
-                Drafters::Both | Drafters::Copies => DrafterFactory::context_copy(),
-                Drafters::Mtp | Drafters::None => DrafterFactory::none(),
-            },
-            plan_widths: !fixed_widths,
-            ..EngineConfig::default()
-        },
+        engine_config(drafters, longest + decode_tokens, !fixed_widths),
     );
     println!(
         "greedy, {decode_tokens} tokens per reply (ignore_eos), drafters {drafters:?}, widths {}; one drafted and \
