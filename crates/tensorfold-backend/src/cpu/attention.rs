@@ -2,7 +2,7 @@
 //! attention over the slot's committed keys then the row's ancestors in the round (so a tree row sees exactly the
 //! keys the plain path would), the sigmoid output gate; rows stay pending until `keep` pages them in.
 
-use super::kernels::{axpy_f32, dot_f32};
+use super::kernels::{axpy_f32, axpys_strided_f32, dot_f32, dots_strided_f32};
 use super::pages::{PagePool, PAGE_ROWS};
 use super::{inv_rms, sigmoid, CpuAct, CpuBackend};
 use crate::{AttnParams, AttnSpec, RowRef};
@@ -191,15 +191,32 @@ pub(super) fn gated_attention(
                 }
             };
             let n = kv.len + path.len();
-            let mut scores: Vec<f32> = (0..n).map(|t| dot_f32(&q, key_at(t)) * scale).collect();
+            // Committed keys a page at a time (one call per page; the same bits as one dot per key).
+            let mut scores = vec![0f32; n];
+            for (p, page) in scores[..kv.len].chunks_mut(PAGE_ROWS).enumerate() {
+                let keys = &kv.pages[p][head.start..];
+                dots_strided_f32(&q, keys, kv.row, page);
+            }
+            for (t, sc) in scores.iter_mut().enumerate().skip(kv.len) {
+                *sc = dot_f32(&q, key_at(t));
+            }
+            for sc in scores.iter_mut() {
+                *sc *= scale;
+            }
             let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let mut sum = 0.0f32;
             for sc in scores.iter_mut() {
                 *sc = (*sc - max).exp();
                 sum += *sc;
             }
-            for (t, &w) in scores.iter().enumerate() {
-                axpy_f32(w / sum, value_at(t), o);
+            let alphas: Vec<f32> = scores.iter().map(|&w| w / sum).collect();
+            // Committed values a page at a time (o stays in registers; the same bits as one axpy per key).
+            for (p, page) in alphas[..kv.len].chunks(PAGE_ROWS).enumerate() {
+                let values = &kv.pages[p][PAGE_ROWS * kv.row + head.start..];
+                axpys_strided_f32(page, values, kv.row, o);
+            }
+            for (t, &a) in alphas.iter().enumerate().skip(kv.len) {
+                axpy_f32(a, value_at(t), o);
             }
             for (e, &g) in o.iter_mut().zip(gate) {
                 *e *= sigmoid(g);

@@ -36,6 +36,73 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     dot_with(isa(), a, b)
 }
 
+/// out[i] = dot_f32(q, keys[i·stride ..][..q.len()]) for i < out.len(), bit for bit, in one call (attention
+/// scores over the keys of a KV page).
+pub fn dots_strided_f32(q: &[f32], keys: &[f32], stride: usize, out: &mut [f32]) {
+    dots_strided_with(isa(), q, keys, stride, out);
+}
+
+fn dots_strided_with(isa: Isa, q: &[f32], keys: &[f32], stride: usize, out: &mut [f32]) {
+    debug_assert!(supported(isa));
+    let n = out.len();
+    if n == 0 {
+        return;
+    }
+    assert!(
+        stride >= q.len() && keys.len() >= (n - 1) * stride + q.len(),
+        "dots_strided: {n} keys of {} at stride {stride} need more than {} floats",
+        q.len(),
+        keys.len()
+    );
+    match isa {
+        // SAFETY: `Isa::Avx512` exists only where its features were detected; the assert above bounds every read.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { avx512::dots_strided(q, keys.as_ptr(), stride, n, out) },
+        // SAFETY: as above, for avx2, fma and f16c.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { avx2::dots_strided(q, keys.as_ptr(), stride, n, out) },
+        _ => {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = scalar::dot(q, &keys[i * stride..i * stride + q.len()]);
+            }
+        }
+    }
+}
+
+/// y += alphas[i] · values[i·stride ..][..y.len()] for each i in order, bit for bit as one `axpy_f32` per row
+/// (attention's weighted values over a KV page).
+pub fn axpys_strided_f32(alphas: &[f32], values: &[f32], stride: usize, y: &mut [f32]) {
+    axpys_strided_with(isa(), alphas, values, stride, y);
+}
+
+fn axpys_strided_with(isa: Isa, alphas: &[f32], values: &[f32], stride: usize, y: &mut [f32]) {
+    debug_assert!(supported(isa));
+    let n = alphas.len();
+    if n == 0 {
+        return;
+    }
+    assert!(
+        stride >= y.len() && values.len() >= (n - 1) * stride + y.len(),
+        "axpys_strided: {n} rows of {} at stride {stride} need more than {} floats",
+        y.len(),
+        values.len()
+    );
+    match isa {
+        // SAFETY: `Isa::Avx512` exists only where its features were detected; the assert above bounds every read.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { avx512::axpys_strided(alphas, values.as_ptr(), stride, y) },
+        // SAFETY: as above, for avx2 and fma.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { avx2::axpys_strided(alphas, values.as_ptr(), stride, y) },
+        _ => {
+            let m = y.len();
+            for (i, &a) in alphas.iter().enumerate() {
+                scalar::axpy(a, &values[i * stride..i * stride + m], y);
+            }
+        }
+    }
+}
+
 /// y[i] += alpha * x[i]
 pub fn axpy_f32(alpha: f32, x: &[f32], y: &mut [f32]) {
     axpy_with(isa(), alpha, x, y);
