@@ -293,41 +293,57 @@ unsafe fn dense_rows<const DT: u8>(
     out: &mut [f32],
     stride: usize,
 ) {
+    // Whole tiles, then one tile of the 1–3 rows left (a small window's rows share their weight loads too); the
+    // tile never changes an output's arithmetic.
     let mut r0 = 0;
     while r0 < nr {
-        let full = r0 + DENSE_TILE <= nr;
+        let t = (nr - r0).min(DENSE_TILE);
         let x = xs.add(r0 * cols);
-        let mut i = 0;
-        while i < n_o {
-            let wi = w.add(i * rb);
-            if i + WROWS <= n_o {
-                if full {
-                    let v = dense_grid::<DT, WROWS, DENSE_TILE>(wi, rb, x, cols);
-                    for r in 0..WROWS {
-                        for t in 0..DENSE_TILE {
-                            out[(r0 + t) * stride + i + r] = v[r][t];
-                        }
-                    }
-                } else {
-                    let v = dense_grid::<DT, WROWS, 1>(wi, rb, x, cols);
-                    for r in 0..WROWS {
-                        out[r0 * stride + i + r] = v[r][0];
-                    }
-                }
-                i += WROWS;
-            } else {
-                if full {
-                    let v = dense_dots::<DT, DENSE_TILE>(wi, x, cols);
-                    for t in 0..DENSE_TILE {
-                        out[(r0 + t) * stride + i] = v[t];
-                    }
-                } else {
-                    out[r0 * stride + i] = dense_dots::<DT, 1>(wi, x, cols)[0];
-                }
-                i += 1;
-            }
+        if t == DENSE_TILE {
+            dense_tile::<DT, DENSE_TILE>(w, rb, n_o, x, cols, out, stride, r0);
+        } else if t == 3 {
+            dense_tile::<DT, 3>(w, rb, n_o, x, cols, out, stride, r0);
+        } else if t == 2 {
+            dense_tile::<DT, 2>(w, rb, n_o, x, cols, out, stride, r0);
+        } else {
+            dense_tile::<DT, 1>(w, rb, n_o, x, cols, out, stride, r0);
         }
-        r0 += if full { DENSE_TILE } else { 1 };
+        r0 += t;
+    }
+}
+
+/// T x rows (starting at x row r0) against all n_o weight rows, WROWS at a time.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+unsafe fn dense_tile<const DT: u8, const T: usize>(
+    w: *const u8,
+    rb: usize,
+    n_o: usize,
+    x: *const f32,
+    cols: usize,
+    out: &mut [f32],
+    stride: usize,
+    r0: usize,
+) {
+    let mut i = 0;
+    while i < n_o {
+        let wi = w.add(i * rb);
+        if i + WROWS <= n_o {
+            let v = dense_grid::<DT, WROWS, T>(wi, rb, x, cols);
+            for r in 0..WROWS {
+                for t in 0..T {
+                    out[(r0 + t) * stride + i + r] = v[r][t];
+                }
+            }
+            i += WROWS;
+        } else {
+            let v = dense_dots::<DT, T>(wi, x, cols);
+            for t in 0..T {
+                out[(r0 + t) * stride + i] = v[t];
+            }
+            i += 1;
+        }
     }
 }
 

@@ -13,6 +13,8 @@ use super::{convert_with, scalar, supported, Block, Isa};
 const BLOCK_BYTES: usize = 256 * 1024;
 /// Multiply-adds below which a call stays on the calling thread.
 const SERIAL_WORK: usize = 1 << 18;
+/// Output values below which the multi-row gather runs on the calling thread.
+const GATHER_SERIAL: usize = 1 << 18;
 
 /// How codes reach the vector lanes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,12 +270,19 @@ pub(super) fn project_with(isa: Isa, x: &[f32], n_rows: usize, w: &MatrixRef<'_>
             .for_each(|(c, out)| {
                 run_chunk(&kernel, w, &prep, n_rows, c * cs, out.len() / n_rows, out)
             });
-        y.par_chunks_mut(rows).enumerate().for_each(|(r, yr)| {
+        let gather = |(r, yr): (usize, &mut [f32])| {
             for (c, dst) in yr.chunks_mut(cs).enumerate() {
                 let (len, base) = (dst.len(), c * cs * n_rows);
                 dst.copy_from_slice(&tmp[base + r * len..base + (r + 1) * len]);
             }
-        });
+        };
+        // A window's few rows are a small copy: another parallel region would cost more (thread wake-ups) than
+        // the copy itself. Prompt chunks are gathered in parallel.
+        if n_rows * rows < GATHER_SERIAL {
+            y.chunks_mut(rows).enumerate().for_each(gather);
+        } else {
+            y.par_chunks_mut(rows).enumerate().for_each(gather);
+        }
     }
 }
 
