@@ -15,6 +15,8 @@ mod scalar;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_strided;
+#[cfg(test)]
 mod throughput;
 
 use std::sync::OnceLock;
