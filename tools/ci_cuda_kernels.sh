@@ -11,7 +11,8 @@ fi
 if ! compgen -G "$venv/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13" >/dev/null; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "nvidia-cuda-nvrtc==13.0.88"
 fi
-dir="$(dirname "$(compgen -G "$venv/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13" | head -1)")"
+# Absolute: the test runs from its crate's folder.
+dir="$(cd "$(dirname "$(compgen -G "$venv/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13" | head -1)")" && pwd)"
 echo "NVRTC from $dir"
 TENSORFOLD_NVRTC_DIR="$dir" TENSORFOLD_REQUIRE_NVRTC=1 \
   cargo test -p tensorfold-cuda --test nvrtc_compile -- --nocapture
