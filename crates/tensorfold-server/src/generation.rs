@@ -63,7 +63,7 @@ pub struct TextPlan {
     pub tools: Option<ToolSchemas>,
     pub prefill: String,
     /// The request's end flag (`Request::end`): set when a stop string completes.
-    pub end: Option<Arc<AtomicBool>>,
+    pub end: Arc<AtomicBool>,
 }
 
 pub struct Generation {
@@ -84,7 +84,7 @@ pub struct Generation {
     /// A stop string completed and the engine was asked to end: later tokens are dropped while its summary
     /// (with the usage) arrives.
     ending: bool,
-    end: Option<Arc<AtomicBool>>,
+    end: Arc<AtomicBool>,
     /// Deltas from the server's prefill, sent with the first step.
     pending_seed: Vec<Delta>,
 }
@@ -239,19 +239,9 @@ impl Generation {
         };
         self.on_text(&text, step);
         if self.stop.stopped() && !self.done && !self.ending {
-            match &self.end {
-                Some(end) => {
-                    // The engine ends the reply at its next round and sends its summary with the usage.
-                    end.store(true, Ordering::Release);
-                    self.ending = true;
-                }
-                None => {
-                    // Dropping the receiver cancels the request at the engine's next round.
-                    self.rx = None;
-                    let f = self.finish("stop", step);
-                    step.finished = Some(f);
-                }
-            }
+            // The engine ends the reply at its next round and sends its summary with the usage.
+            self.end.store(true, Ordering::Release);
+            self.ending = true;
         }
     }
 

@@ -18,6 +18,8 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 use tensorfold_core::sampling::{seed_from_prompt, SamplingParams};
 use tensorfold_engine::Request;
@@ -75,9 +77,8 @@ async fn completions_inner(
         }
     };
     let params = req.params;
-    let engine_req = engine_request(&state, ids, &params, Vec::new(), "prompt")?;
+    let (engine_req, end) = engine_request(&state, ids, &params, Vec::new(), "prompt")?;
     let prompt_tokens = engine_req.prompt.len();
-    let end = engine_req.end.clone();
     let prompt_ids = if params.return_token_ids {
         engine_req.prompt.clone()
     } else {
@@ -132,9 +133,9 @@ async fn chat_inner(
     let (req, prompt) = render_chat(&state, req).await?;
     let params = &req.params;
     let tools_active = req.tool_choice != ToolChoice::None && !req.tools.is_empty();
-    let engine_req = engine_request(&state, prompt.ids, params, prompt.cache_marks, "messages")?;
+    let (engine_req, end) =
+        engine_request(&state, prompt.ids, params, prompt.cache_marks, "messages")?;
     let prompt_tokens = engine_req.prompt.len();
-    let end = engine_req.end.clone();
     let prompt_ids = if params.return_token_ids {
         engine_req.prompt.clone()
     } else {
@@ -231,14 +232,15 @@ async fn run_to_end(
     Err(ApiError::internal("the reply ended without a summary"))
 }
 
-/// The engine request for `prompt`: length checks against the context, defaults filled in, stops merged.
+/// The engine request for `prompt`: length checks against the context, defaults filled in, stops merged; with
+/// the flag that ends it early (set by the reply's stop-string matcher, so the engine still reports the usage).
 pub fn engine_request(
     state: &AppState,
     prompt: Vec<u32>,
     p: &GenParams,
     cache_marks: Vec<usize>,
     param: &str,
-) -> Result<Request, ApiError> {
+) -> Result<(Request, Arc<AtomicBool>), ApiError> {
     let context = state.context();
     let n = prompt.len();
     if n == 0 {
@@ -285,7 +287,7 @@ pub fn engine_request(
     r.draft = p.draft;
     r.logprobs = p.logprobs;
     r.cache_marks = cache_marks;
-    // Lets a stop string end the reply with the engine's usage (cached, drafted, accepted) still reported.
-    r.end = Some(Default::default());
-    Ok(r)
+    let end = Arc::<AtomicBool>::default();
+    r.end = Some(end.clone());
+    Ok((r, end))
 }

@@ -155,7 +155,6 @@ pub(super) fn gated_attention(
         local[i] = kv.pending.len();
         kv.pending.push((i, key, v.row(i).to_vec()));
     }
-    let kv_row = s.kv_heads * hd;
     let scale = 1.0 / (hd as f32).sqrt();
     let states: Vec<&CpuKv> = states.iter().map(|s| &**s).collect();
     let paths: Vec<Vec<usize>> = (0..rows.len()).map(|i| ancestry(rows, i)).collect();
@@ -209,7 +208,11 @@ pub(super) fn gated_attention(
                 *sc = (*sc - max).exp();
                 sum += *sc;
             }
-            let alphas: Vec<f32> = scores.iter().map(|&w| w / sum).collect();
+            // The weights in place (scores are not needed past this point).
+            for sc in scores.iter_mut() {
+                *sc /= sum;
+            }
+            let alphas = &scores;
             // Committed values a page at a time (o stays in registers; the same bits as one axpy per key).
             for (p, page) in alphas[..kv.len].chunks(PAGE_ROWS).enumerate() {
                 let values = &kv.pages[p][PAGE_ROWS * kv.row + head.start..];
@@ -222,6 +225,5 @@ pub(super) fn gated_attention(
                 *e *= sigmoid(g);
             }
         });
-    let _ = kv_row;
     out
 }
