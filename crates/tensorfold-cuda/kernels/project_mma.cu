@@ -52,23 +52,28 @@ __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
     return (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-// x [rows, cols] f32 → hi and lo bf16 [rows, cols] in the pair order of each 8-column word, and the f32 sum of
-// every 32 columns (one butterfly) for the affine groups. One thread per element, a warp per 32 columns;
-// cols % 32 == 0.
-extern "C" __global__ void prepare_x(const float* __restrict__ x, u16* __restrict__ xh, u16* __restrict__ xl,
-                                     float* __restrict__ xs, int rows, int cols) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t n = (size_t)rows * cols;
-    const bool live = i < n;  // whole warps stay in the butterfly (n is a multiple of 32)
-    const float v = live ? x[i] : 0.0f;
+// Element i (of the flattened [rows, cols], cols % 32 == 0) of x's tensor-core form: hi and lo bf16 in the pair
+// order of each 8-column word, and the f32 sum of its 32 columns (one butterfly). A whole warp calls it on 32
+// consecutive elements, lane = i % 32, so every producer (prepare_x, rms_norm_prep, swiglu_prep) gives the same
+// bits for the same values.
+__device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict__ xh, u16* __restrict__ xl,
+                                              float* __restrict__ xs) {
     const float s = warp_sum(v);
-    if (!live) return;
     const int e = (int)(i & 7);
     const size_t dst = (i & ~(size_t)7) + (e < 4 ? 2 * e : 2 * (e - 4) + 1);
     const u16 h = f32_to_bf16_rn(v);
     xh[dst] = h;
     xl[dst] = f32_to_bf16_rn(v - bf16_to_f32(h));
     if ((threadIdx.x & 31) == 0) xs[i / 32] = s;
+}
+
+// x [rows, cols] f32 → its tensor-core form (prepare_store), one thread per element; cols % 32 == 0, so a warp is
+// wholly in range or wholly out.
+extern "C" __global__ void prepare_x(const float* __restrict__ x, u16* __restrict__ xh, u16* __restrict__ xl,
+                                     float* __restrict__ xs, int rows, int cols) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)rows * cols) return;
+    prepare_store(i, x[i], xh, xl, xs);
 }
 
 // The four pairs of one word of 4-bit codes.
@@ -105,10 +110,10 @@ __device__ __forceinline__ void mma_word(float (&d)[NT][4], const u32 (&pg)[4], 
 }
 
 // Adds the warps' partial tiles in warp order and writes y (lane layout of the mma's C fragment).
+// `red` is shared scratch of (warps · NT · 128) floats.
 template <int NT>
 __device__ __forceinline__ void finish_tiles(float (&acc)[NT][4], float* __restrict__ y, int rows, int out, int o0,
-                                             int rt0) {
-    __shared__ float red[MMA_MAXW * NT * 128];
+                                             int rt0, float* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -136,16 +141,13 @@ __device__ __forceinline__ void tile_rows(int (&xrow)[NT], int rt0, int rows) {
     }
 }
 
-// B, the batch variant of a kernel: 4 = a warp loads several groups before it computes them (their loads in
-// flight together), 1 = one group at a time (fewer registers, more warps resident). Both add the groups in the
-// same order, so they give the same bits; the host picks one per process.
-
 // bf16 weights [out, cols], cols % 64 == 0: the warps take 64-column groups (two words per lane) in turn.
-template <int NT, int B>
+template <int NT>
 __device__ __forceinline__ void project_mma_bf16(const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const u16* __restrict__ w, float* __restrict__ y, int rows,
                                                  int out, int cols) {
-    constexpr int U = B == 4 ? 2 : 1;  // a bf16 group is four times the bytes of a 4-bit one
+    constexpr int U = 1;  // groups loaded before computing (more was slower on the H200: BENCHMARKS.md §7)
+    __shared__ float red[MMA_MAXW * NT * 128];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
@@ -186,7 +188,7 @@ __device__ __forceinline__ void project_mma_bf16(const u16* __restrict__ xh, con
             }
         }
     }
-    finish_tiles<NT>(acc, y, rows, out, o0, rt0);
+    finish_tiles<NT>(acc, y, rows, out, o0, rt0, red);
 }
 
 // A lane's WPL consecutive words of one packed row, in one load.
@@ -205,13 +207,14 @@ __device__ __forceinline__ void load_words(const u32* __restrict__ p, u32 (&q)[W
 
 // MLX 4-bit codes [out, cols/8] u32 with per-group scales and biases, group gs = 32·WPL: the warps take groups in
 // turn; lane t holds WPL words (gs/4 columns) of each group, so each mma stays inside one group.
-template <int NT, int WPL, typename S, int B>
+template <int NT, int WPL, typename S>
 __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                const float* __restrict__ xs, const u32* __restrict__ codes,
                                                const typename S::raw* __restrict__ scales,
                                                const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                                int rows, int out, int cols) {
-    constexpr int GS = 32 * WPL, U = B == 4 ? (WPL == 4 ? 2 : 4) : 1;
+    constexpr int GS = 32 * WPL, U = 1;  // groups loaded before computing (more was slower: BENCHMARKS.md §7)
+    __shared__ float red[MMA_MAXW * NT * 128];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
@@ -295,32 +298,28 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
             }
         }
     }
-    finish_tiles<NT>(acc, y, rows, out, o0, rt0);
+    finish_tiles<NT>(acc, y, rows, out, o0, rt0, red);
 }
 
-#define MMA_BF16(NT, B)                                                                                          \
+#define MMA_BF16(NT)                                                                                             \
     extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
-        project_mma_bf16_nt##NT##_b##B(const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out,   \
-                                       int cols) {                                                                \
-        project_mma_bf16<NT, B>(xh, xl, w, y, rows, out, cols);                                                   \
+        project_mma_bf16_nt##NT(const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out,          \
+                                int cols) {                                                                       \
+        project_mma_bf16<NT>(xh, xl, w, y, rows, out, cols);                                                      \
     }
-#define MMA_BF16_NT(B) MMA_BF16(1, B) MMA_BF16(2, B) MMA_BF16(4, B)
-MMA_BF16_NT(1)
-MMA_BF16_NT(4)
+MMA_BF16(1)
+MMA_BF16(2)
+MMA_BF16(4)
 
-#define MMA_A4(NT, WPL, NAME, S, B)                                                                              \
+#define MMA_A4(NT, WPL, NAME, S)                                                                                 \
     extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
-        project_mma_a4_g##WPL##_##NAME##_nt##NT##_b##B(const u16* xh, const u16* xl, const float* xs,             \
-                                                       const u32* codes, const S::raw* scales,                   \
-                                                       const S::raw* biases, float* y, int rows, int out,        \
-                                                       int cols) {                                               \
-        project_mma_a4<NT, WPL, S, B>(xh, xl, xs, codes, scales, biases, y, rows, out, cols);                     \
+        project_mma_a4_g##WPL##_##NAME##_nt##NT(const u16* xh, const u16* xl, const float* xs, const u32* codes,  \
+                                                const S::raw* scales, const S::raw* biases, float* y, int rows,  \
+                                                int out, int cols) {                                             \
+        project_mma_a4<NT, WPL, S>(xh, xl, xs, codes, scales, biases, y, rows, out, cols);                        \
     }
-#define MMA_A4_NT(WPL, NAME, S, B) MMA_A4(1, WPL, NAME, S, B) MMA_A4(2, WPL, NAME, S, B) MMA_A4(4, WPL, NAME, S, B)
-#define MMA_A4_ALL(WPL, B) MMA_A4_NT(WPL, f32, F32T, B) MMA_A4_NT(WPL, f16, F16T, B) MMA_A4_NT(WPL, bf16, BF16T, B)
-MMA_A4_ALL(1, 1)
-MMA_A4_ALL(2, 1)
-MMA_A4_ALL(4, 1)
-MMA_A4_ALL(1, 4)
-MMA_A4_ALL(2, 4)
-MMA_A4_ALL(4, 4)
+#define MMA_A4_NT(WPL, NAME, S) MMA_A4(1, WPL, NAME, S) MMA_A4(2, WPL, NAME, S) MMA_A4(4, WPL, NAME, S)
+#define MMA_A4_ALL(WPL) MMA_A4_NT(WPL, f32, F32T) MMA_A4_NT(WPL, f16, F16T) MMA_A4_NT(WPL, bf16, BF16T)
+MMA_A4_ALL(1)
+MMA_A4_ALL(2)
+MMA_A4_ALL(4)

@@ -1,5 +1,5 @@
-// rowwise.cu: RMSNorm (one block per row, one fixed reduction tree), residual add, SwiGLU and row gathers; each
-// output element is computed from its own row only.
+// rowwise.cu: RMSNorm (one block per row, one fixed reduction tree), residual add, SwiGLU and row gathers (the
+// _prep forms also write the tensor-core form of their output); each output element depends on its own row only.
 
 extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
                                     int cols, float eps) {
@@ -13,6 +13,25 @@ extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __
     for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = (xr[c] * inv) * w[c];
 }
 
+// rms_norm that also writes y's tensor-core form (project_mma.cu's prepare_store), saving prepare_x's launch;
+// cols % 32 == 0 (each warp's lanes then take 32 consecutive columns on every pass).
+extern "C" __global__ void rms_norm_prep(const float* __restrict__ x, const float* __restrict__ w,
+                                         float* __restrict__ y, u16* __restrict__ yh, u16* __restrict__ yl,
+                                         float* __restrict__ ys, int cols, float eps) {
+    __shared__ float scratch[32];
+    const size_t row0 = (size_t)blockIdx.x * cols;
+    const float* xr = x + row0;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) ss = fmaf(xr[c], xr[c], ss);
+    ss = block_sum(ss, scratch);
+    const float inv = 1.0f / sqrtf(ss / (float)cols + eps);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        const float v = (xr[c] * inv) * w[c];
+        y[row0 + c] = v;
+        prepare_store(row0 + c, v, yh, yl, ys);
+    }
+}
+
 extern "C" __global__ void add_assign(float* __restrict__ x, const float* __restrict__ y, u64 n) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) x[i] += y[i];
 }
@@ -21,6 +40,17 @@ extern "C" __global__ void swiglu(const float* __restrict__ g, const float* __re
                                   u64 n) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
         out[i] = silu_f(g[i]) * u[i];
+}
+
+// swiglu that also writes the output's tensor-core form, one thread per element; n % 32 == 0.
+extern "C" __global__ void swiglu_prep(const float* __restrict__ g, const float* __restrict__ u,
+                                       float* __restrict__ out, u16* __restrict__ oh, u16* __restrict__ ol,
+                                       float* __restrict__ os, u64 n) {
+    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float v = silu_f(g[i]) * u[i];
+    out[i] = v;
+    prepare_store(i, v, oh, ol, os);
 }
 
 extern "C" __global__ void gather_rows(const float* __restrict__ x, const int* __restrict__ rows,

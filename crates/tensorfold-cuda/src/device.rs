@@ -115,6 +115,18 @@ impl Dev {
 
     /// Launches kernel `name`; `block` threads per block.
     pub fn launch(&self, name: &str, grid: (u32, u32, u32), block: u32, args: &[Arg]) {
+        self.launch_as(name, None, grid, block, args)
+    }
+
+    /// `launch`, profiled under `label` instead of the kernel's name when one is given (e.g. with the shape).
+    pub fn launch_as(
+        &self,
+        name: &str,
+        label: Option<&str>,
+        grid: (u32, u32, u32),
+        block: u32,
+        args: &[Arg],
+    ) {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
             return;
         }
@@ -149,7 +161,8 @@ impl Dev {
         };
         ok(r, name);
         if let (Some(start), Some(end)) = (start, self.profile.mark(&self.ctx, &self.stream)) {
-            self.profile.launched(name, start, end, t.elapsed());
+            self.profile
+                .launched(label.unwrap_or(name), start, end, t.elapsed());
         }
     }
 
@@ -289,6 +302,8 @@ pub fn kernel_names() -> Vec<String> {
         "dn_recur",
         "dn_tail_keep",
         "prepare_x",
+        "rms_norm_prep",
+        "swiglu_prep",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -302,16 +317,17 @@ pub fn kernel_names() -> Vec<String> {
         }
         for nt in [1, 2, 4] {
             for g in [1, 2, 4] {
-                for b in [1, 4] {
-                    v.push(format!("project_mma_a4_g{g}_{dt}_nt{nt}_b{b}"));
+                v.push(format!("project_mma_a4_g{g}_{dt}_nt{nt}"));
+                v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s4_m1"));
+                if g < 4 {
+                    v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s8_m1"));
+                    v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s4_m2"));
                 }
             }
         }
     }
     for nt in [1, 2, 4] {
-        for b in [1, 4] {
-            v.push(format!("project_mma_bf16_nt{nt}_b{b}"));
-        }
+        v.push(format!("project_mma_bf16_nt{nt}"));
     }
     v
 }

@@ -108,6 +108,14 @@ impl CudaBackend {
     }
 }
 
+impl CudaBackend {
+    /// A projection with the 4-bit weight stream's pipeline depth given (0 = direct loads), whatever the
+    /// process default: for the self-test, which checks that every depth gives the same bits.
+    pub(crate) fn project_staged(&self, x: &CudaAct, w: &CudaMatrix, stages: usize) -> CudaAct {
+        ops::project_staged(&self.dev, x, w, stages)
+    }
+}
+
 impl Backend for CudaBackend {
     type Matrix = CudaMatrix;
     type Vector = CudaVector;

@@ -10,6 +10,10 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("common.cu", include_str!("../kernels/common.cu")),
     ("project.cu", include_str!("../kernels/project.cu")),
     ("project_mma.cu", include_str!("../kernels/project_mma.cu")),
+    (
+        "project_stream.cu",
+        include_str!("../kernels/project_stream.cu"),
+    ),
     ("rowwise.cu", include_str!("../kernels/rowwise.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("deltanet.cu", include_str!("../kernels/deltanet.cu")),

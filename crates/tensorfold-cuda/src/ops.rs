@@ -207,6 +207,11 @@ pub(crate) fn embed(dev: &Dev, table: &CudaMatrix, ids: &[u32]) -> CudaAct {
 }
 
 pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
+    project_staged(dev, x, w, mma_layout().0)
+}
+
+/// `project` with the 4-bit pipeline depth given (the self-test compares depths bit for bit).
+pub(crate) fn project_staged(dev: &Dev, x: &CudaAct, w: &CudaMatrix, stages: usize) -> CudaAct {
     assert_eq!(
         x.cols,
         w.cols(),
@@ -216,7 +221,7 @@ pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
     );
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     if let Some(kernel) = mma_kernel(w) {
-        return project_mma(dev, x, w, &kernel);
+        return project_mma(dev, x, w, &kernel, stages);
     }
     let y = new_act(dev, rows, out_f);
     let grid = (blocks(out_f, PW * OPW) * blocks(rows, RT), 1, 1);
@@ -274,9 +279,11 @@ fn mma_enabled() -> bool {
 }
 
 /// How the tensor-core projections are laid out, fixed for the process (every path of a run uses the same, so
-/// exactness holds whichever is chosen): the batch variant (`TENSORFOLD_CUDA_MMA_BATCH`, 1 or 4) and the most
-/// warps a block splits the columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16). The defaults are the fastest
-/// measured on the H200 (BENCHMARKS.md §7).
+/// exactness holds whichever is chosen): the 4-bit weight stream (`TENSORFOLD_CUDA_MMA_STAGES`: 0 = project_mma.cu's
+/// direct loads; 4 or 8 = project_stream.cu with that many stages of one 16-output tile per block; 2 = 4 stages of
+/// two tiles per block; groups of 128 always get 4 stages of one tile) and the most warps a block splits the
+/// columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16 direct, 1..=8 streamed). All give the same bits for the same
+/// warps. The defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
 fn mma_layout() -> (usize, usize) {
     static LAYOUT: OnceLock<(usize, usize)> = OnceLock::new();
     *LAYOUT.get_or_init(|| {
@@ -285,13 +292,14 @@ fn mma_layout() -> (usize, usize) {
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())
         };
-        let batch = match var("TENSORFOLD_CUDA_MMA_BATCH") {
-            Some(4) => 4,
-            Some(_) => 1,
-            None => 1,
+        let stages = match var("TENSORFOLD_CUDA_MMA_STAGES") {
+            Some(0) => 0,
+            Some(8) => 8,
+            Some(2) => 2,
+            _ => 4,
         };
         let warps = var("TENSORFOLD_CUDA_MMA_WARPS").unwrap_or(8).clamp(1, 16);
-        (batch, warps)
+        (stages, warps)
     })
 }
 
@@ -333,14 +341,28 @@ fn mma_groups(w: &CudaMatrix) -> usize {
     }
 }
 
+fn alloc_prepared(dev: &Dev, n: usize) -> Prepared {
+    Prepared {
+        hi: dev.alloc::<u16>(n),
+        lo: dev.alloc::<u16>(n),
+        sums: dev.alloc::<f32>(n / 32),
+    }
+}
+
+/// Whether the producer of an activation with `cols` columns should write its tensor-core form as it goes
+/// (rms_norm_prep, swiglu_prep): the bits are prepare_x's, one launch fewer per projected activation.
+/// `TENSORFOLD_CUDA_FUSE_PREPARE=0` turns it off (for before/after measurements in one run).
+fn fuse_prepare(cols: usize) -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    let on = *ON
+        .get_or_init(|| std::env::var("TENSORFOLD_CUDA_FUSE_PREPARE").map_or(true, |v| v != "0"));
+    on && mma_enabled() && cols % 32 == 0
+}
+
 fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
     x.prepared.get_or_init(|| {
         let n = x.rows * x.cols;
-        let p = Prepared {
-            hi: dev.alloc::<u16>(n),
-            lo: dev.alloc::<u16>(n),
-            sums: dev.alloc::<f32>(n / 32),
-        };
+        let p = alloc_prepared(dev, n);
         dev.launch(
             "prepare_x",
             (blocks(n, THREADS as usize), 1, 1),
@@ -360,7 +382,7 @@ fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
 
 /// y = x Wᵀ on tensor cores: 16 output features per block, its warps splitting the column groups (a number set
 /// by the shape alone), 1, 2 or 4 tiles of 8 rows per block by the row count (the same per-tile code).
-fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str) -> CudaAct {
+fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str, stages: usize) -> CudaAct {
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     let y = new_act(dev, rows, out_f);
     let p = prepared(dev, x);
@@ -370,9 +392,14 @@ fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str) -> CudaAct 
         _ => 4,
     };
     // Enough warps that a decode projection has many groups in flight; a shape-only choice (see mma_kernel).
-    let (batch, max_warps) = mma_layout();
+    let max_warps = mma_layout().1;
+    let streamed = stages > 0 && matches!(w, CudaMatrix::Affine { .. });
+    let max_warps = if streamed {
+        max_warps.min(8)
+    } else {
+        max_warps
+    };
     let warps = (mma_groups(w) / 4).clamp(1, max_warps);
-    let grid = (blocks(out_f, 16), blocks(rows, 8 * nt), 1);
     let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
     match w {
         CudaMatrix::Dense { data, .. } => args.push(Arg::P(dev.ptr(data))),
@@ -394,12 +421,33 @@ fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str) -> CudaAct 
         Arg::I(out_f as i32),
         Arg::I(cols as i32),
     ]);
-    dev.launch(
-        &format!("{kernel}_nt{nt}_b{batch}"),
-        grid,
-        (warps * 32) as u32,
-        &args,
-    );
+    // Streamed: (stages, output tiles per block); groups of 128 only fit 4 stages of one tile.
+    let (stages, tiles) = match (stages, w) {
+        (
+            _,
+            CudaMatrix::Affine {
+                group_size: 128, ..
+            },
+        ) => (4, 1),
+        (2, _) => (4, 2),
+        (s, _) => (s, 1),
+    };
+    let name = if streamed {
+        format!(
+            "{}_nt{nt}_s{stages}_m{tiles}",
+            kernel.replace("project_mma", "project_stream")
+        )
+    } else {
+        format!("{kernel}_nt{nt}")
+    };
+    let tiles = if streamed { tiles } else { 1 };
+    let grid = (blocks(out_f, 16 * tiles), blocks(rows, 8 * nt), 1);
+    // Profiled per shape, so the profile gives each matrix's bandwidth.
+    let label = dev
+        .profile
+        .enabled
+        .then(|| format!("{name} {out_f}x{cols}"));
+    dev.launch_as(&name, label.as_deref(), grid, (warps * 32) as u32, &args);
     y
 }
 
@@ -412,6 +460,26 @@ pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> Cuda
     let y = new_act(dev, x.rows, x.cols);
     // Wide rows get more threads (fewer dependent loads each); a choice by shape, so rows stay invariant.
     let threads = if x.cols >= 4096 { 1024 } else { THREADS };
+    if fuse_prepare(x.cols) {
+        let p = alloc_prepared(dev, x.rows * x.cols);
+        dev.launch(
+            "rms_norm_prep",
+            (x.rows as u32, 1, 1),
+            threads,
+            &[
+                Arg::P(dev.ptr(&x.buf)),
+                Arg::P(dev.ptr(&w.buf)),
+                Arg::P(dev.ptr(&y.buf)),
+                Arg::P(dev.ptr(&p.hi)),
+                Arg::P(dev.ptr(&p.lo)),
+                Arg::P(dev.ptr(&p.sums)),
+                Arg::I(x.cols as i32),
+                Arg::F(eps),
+            ],
+        );
+        let _ = y.prepared.set(p);
+        return y;
+    }
     dev.launch(
         "rms_norm",
         (x.rows as u32, 1, 1),
@@ -464,6 +532,25 @@ pub(crate) fn swiglu(dev: &Dev, gate: &CudaAct, up: &CudaAct) -> CudaAct {
     );
     let out = new_act(dev, gate.rows, gate.cols);
     let n = gate.rows * gate.cols;
+    if fuse_prepare(gate.cols) {
+        let p = alloc_prepared(dev, n);
+        dev.launch(
+            "swiglu_prep",
+            (blocks(n, THREADS as usize), 1, 1),
+            THREADS,
+            &[
+                Arg::P(dev.ptr(&gate.buf)),
+                Arg::P(dev.ptr(&up.buf)),
+                Arg::P(dev.ptr(&out.buf)),
+                Arg::P(dev.ptr(&p.hi)),
+                Arg::P(dev.ptr(&p.lo)),
+                Arg::P(dev.ptr(&p.sums)),
+                Arg::P(n as u64),
+            ],
+        );
+        let _ = out.prepared.set(p);
+        return out;
+    }
     dev.launch(
         "swiglu",
         elementwise_grid(n),

@@ -200,6 +200,22 @@ fn check_projection(
         &a,
         &b,
     );
+    // The 4-bit weight stream's pipeline depths (project_stream.cu) against the direct loads (project_mma.cu):
+    // the same arithmetic, so the same bits, on 1, 9 and 64 rows.
+    if name.contains("4-bit") {
+        for rows in [1usize, 9, 64] {
+            let xa = act(gpu, rows, cols, &x[..rows * cols]);
+            let direct = gpu.to_host(&gpu.project_staged(&xa, &w, 0));
+            for stages in [4usize, 8, 2] {
+                let streamed = gpu.to_host(&gpu.project_staged(&xa, &w, stages));
+                rep.same(
+                    &format!("project {name}: {stages}-stage stream vs direct loads, {rows} rows"),
+                    &streamed,
+                    &direct,
+                );
+            }
+        }
+    }
 }
 
 fn check_rowwise(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut Rng) {
@@ -246,6 +262,36 @@ fn check_rowwise(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mu
     );
 }
 
+/// rms_norm and swiglu write their output's tensor-core form as they go (rms_norm_prep, swiglu_prep); a projection
+/// of that output must equal, bit for bit, the projection of the same values prepared by prepare_x.
+fn check_fused_prepare(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
+    let (n, cols, out_f) = (9, 256, 24);
+    let w = gpu
+        .matrix(&dense(
+            DenseDType::BF16,
+            out_f,
+            cols,
+            &rng.vec(out_f * cols, 0.5),
+        ))
+        .expect("upload");
+    let x = act(gpu, n, cols, &rng.vec(n * cols, 2.0));
+    let u = act(gpu, n, cols, &rng.vec(n * cols, 2.0));
+    let nw = gpu.vector(&rng.vec(cols, 1.0)).expect("gpu");
+    for (what, y) in [
+        ("rms_norm", gpu.rms_norm(&x, &nw, 1e-6)),
+        ("swiglu", gpu.swiglu(&x, &u)),
+    ] {
+        let fused = gpu.to_host(&gpu.project(&y, &w));
+        let fresh = act(gpu, n, cols, &gpu.to_host(&y));
+        let plain = gpu.to_host(&gpu.project(&fresh, &w));
+        rep.same(
+            &format!("{what}'s own tensor-core form projects as prepare_x's"),
+            &fused,
+            &plain,
+        );
+    }
+}
+
 fn check_embed(
     rep: &mut Report,
     cpu: &CpuBackend,
@@ -266,6 +312,7 @@ pub fn run(gpu: &CudaBackend) -> Report {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ std::process::id() as u64);
     rep.lines.push(format!("device: {}", gpu.info()));
     check_rowwise(&mut rep, &cpu, gpu, &mut rng);
+    check_fused_prepare(&mut rep, gpu, &mut rng);
     for dt in [DenseDType::F32, DenseDType::F16, DenseDType::BF16] {
         // (40, 1024): enough column groups that the tensor-core kernels split them over several warps.
         for (out_f, cols) in [(37usize, 256usize), (21, 100), (9, 72), (40, 1024)] {
@@ -297,6 +344,9 @@ pub fn run(gpu: &CudaBackend) -> Report {
             if bits == 4 {
                 let wide = affine(&mut rng, bits, gs, sd, 40, 1024);
                 check_projection(&mut rep, &cpu, gpu, &mut rng, &name, wide);
+                // Enough groups per warp (8 to 32) that the weight stream's stages are reused many times.
+                let long = affine(&mut rng, bits, gs, sd, 20, 8192);
+                check_projection(&mut rep, &cpu, gpu, &mut rng, &name, long);
             }
         }
     }
