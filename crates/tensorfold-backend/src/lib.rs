@@ -119,6 +119,18 @@ pub trait Backend: Send + Sync + 'static {
     /// y = x Wᵀ.
     fn project(&self, x: &Self::Act, w: &Self::Matrix) -> Self::Act;
     fn add_assign(&self, x: &mut Self::Act, y: &Self::Act);
+    /// x += y, then the RMSNorm of the new x: the bits of `add_assign` then `rms_norm` (a device may do both in
+    /// one pass).
+    fn add_rms_norm(
+        &self,
+        x: &mut Self::Act,
+        y: &Self::Act,
+        w: &Self::Vector,
+        eps: f32,
+    ) -> Self::Act {
+        self.add_assign(x, y);
+        self.rms_norm(x, w, eps)
+    }
     /// silu(gate) * up.
     fn swiglu(&self, gate: &Self::Act, up: &Self::Act) -> Self::Act;
     /// Rows `rows` of x, in that order.

@@ -1,7 +1,8 @@
 #!/bin/bash
 # gpu_stream.sh BIN FINAL BUDGET_S: on the GPU machine, one call: backend-ops and equality checks, then the 4-bit
-# weight stream's layouts (TENSORFOLD_CUDA_MMA_STAGES 0 = direct loads, 4 or 8 stages, 2 = 4 stages of two tiles) on
-# the 27B MLX 4-bit shape in one run, the fastest measured in full (27B and 9B MLX 4-bit) with a profile.
+# weight stream's layouts (TENSORFOLD_CUDA_MMA_STAGES 0 = direct loads, 4 or 8 stages, 2 = 4 stages of two tiles) and
+# the fused kernels (TENSORFOLD_CUDA_FUSE) on the 27B MLX 4-bit shape in one run, the fastest measured in full
+# (27B and 9B MLX 4-bit, 9B bf16) with a profile.
 BIN=${1:?binary}; FINAL=${2:?out dir}; BUDGET=${3:-420}
 OUT=/tmp/tflogs
 mkdir -p "$OUT" "$FINAL"
@@ -16,9 +17,10 @@ grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF|^error|panicked" "$OUT"/check-
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --out /tmp/s27m4
 best=0; BEST=""
 # Each variant: a label and its environment; the fastest (decode tok/s) is then measured in full.
-for v in "direct:TENSORFOLD_CUDA_MMA_STAGES=0" "s4:TENSORFOLD_CUDA_MMA_STAGES=4" "s8:TENSORFOLD_CUDA_MMA_STAGES=8" \
-         "s4x2:TENSORFOLD_CUDA_MMA_STAGES=2" "s4-nofuse:TENSORFOLD_CUDA_MMA_STAGES=4 TENSORFOLD_CUDA_FUSE_PREPARE=0" \
-         "direct:TENSORFOLD_CUDA_MMA_STAGES=0" "s4:TENSORFOLD_CUDA_MMA_STAGES=4"; do
+for v in "before:TENSORFOLD_CUDA_MMA_STAGES=0 TENSORFOLD_CUDA_FUSE=0" "direct:TENSORFOLD_CUDA_MMA_STAGES=0" \
+         "s4-nofuse:TENSORFOLD_CUDA_MMA_STAGES=4 TENSORFOLD_CUDA_FUSE=0" "s4:TENSORFOLD_CUDA_MMA_STAGES=4" \
+         "s4x2:TENSORFOLD_CUDA_MMA_STAGES=2" "before:TENSORFOLD_CUDA_MMA_STAGES=0 TENSORFOLD_CUDA_FUSE=0" \
+         "s4:TENSORFOLD_CUDA_MMA_STAGES=4"; do
   label=${v%%:*}; envs=${v#*:}
   step layout-$label 20 env $envs "$BIN" bench --device cuda --model /tmp/s27m4 --decode-tokens 16 --repeat 2 --quick
   r=$(grep -m1 "decode, 1 stream" "$OUT/layout-$label.log" | awk -F'|' '{print $3}' | awk '{print $1}')

@@ -11,6 +11,7 @@
 #define __global__
 #endif
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __restrict__
 #define __launch_bounds__(...)

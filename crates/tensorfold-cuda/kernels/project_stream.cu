@@ -7,7 +7,6 @@
 // read as there, the same warp-order finish), so both kernels give the same bits and the row invariance argued
 // in project_mma.cu carries over unchanged. Only where the weight bytes wait before the mma differs.
 
-#define STREAM_WARPS 8  // most warps of a streamed block (static shared memory is sized for this many)
 
 // A shared-memory address: 32 bits on the GPU (no generic-pointer arithmetic in the loop), a pointer in the
 // CPU emulator.
@@ -93,6 +92,13 @@ struct StreamStage {
     static constexpr int CPL = (CHUNKS + 31) / 32;  // chunks per lane
 };
 
+// Most warps of a streamed block: 16 when their stages fit the 48 KB of static shared memory, else 8 (the host
+// applies the same rule: ops.rs stream_max_warps).
+template <int WPL, int D, int MT>
+__host__ __device__ constexpr int stream_warps() {
+    return 16 * D * StreamStage<WPL, MT>::BYTES <= 47 * 1024 ? 16 : 8;
+}
+
 // A lane's share of the copies of its warp's groups, in order: per 16-byte chunk of codes its next source, per
 // tile the next scale-or-bias byte; each `issue` copies one group and steps to the warp's next (nw groups on).
 // Outputs past `out` keep a fixed valid address and copy zeros.
@@ -161,7 +167,8 @@ __device__ __forceinline__ void project_stream_a4(const u16* __restrict__ xh, co
                                                   const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                                   int rows, int out, int cols) {
     constexpr int GS = 32 * WPL, SB = StreamStage<WPL, MT>::BYTES;
-    constexpr int PIPE = STREAM_WARPS * D * SB, RED = STREAM_WARPS * NT * 128 * 4;
+    constexpr int W = stream_warps<WPL, D, MT>();
+    constexpr int PIPE = W * D * SB, RED = W * NT * 128 * 4;
     __shared__ __align__(16) unsigned char smem[PIPE > RED ? PIPE : RED];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -308,7 +315,7 @@ __device__ __forceinline__ void project_stream_a4(const u16* __restrict__ xh, co
 }
 
 #define STREAM_A4(NT, WPL, NAME, S, D, MT)                                                                       \
-    extern "C" __global__ void __launch_bounds__(STREAM_WARPS * 32)                                               \
+    extern "C" __global__ void __launch_bounds__(stream_warps<WPL, D, MT>() * 32)                                 \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT(                                                \
             const u16* xh, const u16* xl, const float* xs, const u32* codes, const S::raw* scales,               \
             const S::raw* biases, float* y, int rows, int out, int cols) {                                       \
@@ -318,7 +325,7 @@ __device__ __forceinline__ void project_stream_a4(const u16* __restrict__ xh, co
     STREAM_A4(1, WPL, NAME, S, D, MT) STREAM_A4(2, WPL, NAME, S, D, MT) STREAM_A4(4, WPL, NAME, S, D, MT)
 #define STREAM_A4_ALL(WPL, D, MT) \
     STREAM_A4_NT(WPL, f32, F32T, D, MT) STREAM_A4_NT(WPL, f16, F16T, D, MT) STREAM_A4_NT(WPL, bf16, BF16T, D, MT)
-// Shared memory per block: 8 warps × D stages × MT·(256·WPL + 128) bytes, within the 48 KB of static shared memory.
+// Shared memory per block: 8 or 16 warps × D stages × MT·(256·WPL + 128) bytes, within 48 KB of static shared memory.
 STREAM_A4_ALL(1, 4, 1)
 STREAM_A4_ALL(2, 4, 1)
 STREAM_A4_ALL(4, 4, 1)

@@ -32,6 +32,30 @@ extern "C" __global__ void rms_norm_prep(const float* __restrict__ x, const floa
     }
 }
 
+// x += y, then rms_norm of the new x into out (its tensor-core form too when prep != 0): the bits of add_assign
+// then rms_norm(_prep) launched with the same threads (each thread adds the columns it then squares and scales).
+extern "C" __global__ void add_rms_norm(float* __restrict__ x, const float* __restrict__ y,
+                                        const float* __restrict__ w, float* __restrict__ out, u16* __restrict__ oh,
+                                        u16* __restrict__ ol, float* __restrict__ os, int cols, float eps, int prep) {
+    __shared__ float scratch[32];
+    const size_t row0 = (size_t)blockIdx.x * cols;
+    float* xr = x + row0;
+    const float* yr = y + row0;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        const float v = xr[c] + yr[c];
+        xr[c] = v;
+        ss = fmaf(v, v, ss);
+    }
+    ss = block_sum(ss, scratch);
+    const float inv = 1.0f / sqrtf(ss / (float)cols + eps);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        const float v = (xr[c] * inv) * w[c];
+        out[row0 + c] = v;
+        if (prep) prepare_store(row0 + c, v, oh, ol, os);
+    }
+}
+
 extern "C" __global__ void add_assign(float* __restrict__ x, const float* __restrict__ y, u64 n) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) x[i] += y[i];
 }

@@ -304,6 +304,7 @@ pub fn kernel_names() -> Vec<String> {
         "prepare_x",
         "rms_norm_prep",
         "swiglu_prep",
+        "add_rms_norm",
     ]
     .iter()
     .map(|s| s.to_string())

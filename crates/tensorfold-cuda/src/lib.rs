@@ -8,6 +8,7 @@ pub mod libs;
 pub mod nvrtc;
 mod ops;
 mod profile;
+mod project;
 mod round;
 pub mod selftest;
 
@@ -112,7 +113,7 @@ impl CudaBackend {
     /// A projection with the 4-bit weight stream's pipeline depth given (0 = direct loads), whatever the
     /// process default: for the self-test, which checks that every depth gives the same bits.
     pub(crate) fn project_staged(&self, x: &CudaAct, w: &CudaMatrix, stages: usize) -> CudaAct {
-        ops::project_staged(&self.dev, x, w, stages)
+        project::project_staged(&self.dev, x, w, stages)
     }
 }
 
@@ -183,10 +184,13 @@ impl Backend for CudaBackend {
         ops::rms_norm(&self.dev, x, w, eps)
     }
     fn project(&self, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
-        ops::project(&self.dev, x, w)
+        project::project(&self.dev, x, w)
     }
     fn add_assign(&self, x: &mut CudaAct, y: &CudaAct) {
         ops::add_assign(&self.dev, x, y)
+    }
+    fn add_rms_norm(&self, x: &mut CudaAct, y: &CudaAct, w: &CudaVector, eps: f32) -> CudaAct {
+        ops::add_rms_norm(&self.dev, x, y, w, eps)
     }
     fn swiglu(&self, gate: &CudaAct, up: &CudaAct) -> CudaAct {
         ops::swiglu(&self.dev, gate, up)

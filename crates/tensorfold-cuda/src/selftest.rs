@@ -209,12 +209,24 @@ fn check_projection(
             for stages in [4usize, 8, 2] {
                 let streamed = gpu.to_host(&gpu.project_staged(&xa, &w, stages));
                 rep.same(
-                    &format!("project {name}: {stages}-stage stream vs direct loads, {rows} rows"),
+                    &format!(
+                        "project {name}: {} stream vs direct loads, {rows} rows",
+                        stream_name(stages)
+                    ),
                     &streamed,
                     &direct,
                 );
             }
         }
+    }
+}
+
+/// A 4-bit stream layout by its TENSORFOLD_CUDA_MMA_STAGES value.
+fn stream_name(stages: usize) -> &'static str {
+    match stages {
+        2 => "4-stage two-tile",
+        8 => "8-stage",
+        _ => "4-stage",
     }
 }
 
@@ -277,9 +289,28 @@ fn check_fused_prepare(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     let x = act(gpu, n, cols, &rng.vec(n * cols, 2.0));
     let u = act(gpu, n, cols, &rng.vec(n * cols, 2.0));
     let nw = gpu.vector(&rng.vec(cols, 1.0)).expect("gpu");
+    // add_rms_norm against add_assign then rms_norm: the same residual and the same normed rows.
+    let (mut h1, mut h2) = (
+        act(gpu, n, cols, &gpu.to_host(&x)),
+        act(gpu, n, cols, &gpu.to_host(&x)),
+    );
+    let fused_norm = gpu.add_rms_norm(&mut h1, &u, &nw, 1e-6);
+    gpu.add_assign(&mut h2, &u);
+    let two_ops = gpu.rms_norm(&h2, &nw, 1e-6);
+    rep.same(
+        "add_rms_norm == add_assign then rms_norm (normed rows)",
+        &gpu.to_host(&fused_norm),
+        &gpu.to_host(&two_ops),
+    );
+    rep.same(
+        "add_rms_norm == add_assign then rms_norm (the residual)",
+        &gpu.to_host(&h1),
+        &gpu.to_host(&h2),
+    );
     for (what, y) in [
         ("rms_norm", gpu.rms_norm(&x, &nw, 1e-6)),
         ("swiglu", gpu.swiglu(&x, &u)),
+        ("add_rms_norm", fused_norm),
     ] {
         let fused = gpu.to_host(&gpu.project(&y, &w));
         let fresh = act(gpu, n, cols, &gpu.to_host(&y));
@@ -348,6 +379,23 @@ pub fn run(gpu: &CudaBackend) -> Report {
                 let long = affine(&mut rng, bits, gs, sd, 20, 8192);
                 check_projection(&mut rep, &cpu, gpu, &mut rng, &name, long);
             }
+        }
+    }
+    // A matrix of more than 1024 outputs (8 warps a block): the weight stream's layouts against the direct loads.
+    let big = affine(&mut rng, 4, 64, DenseDType::BF16, 1040, 2048);
+    let wb = gpu.matrix(&big).expect("upload");
+    for rows in [1usize, 9] {
+        let xa = act(gpu, rows, 2048, &rng.vec(rows * 2048, 1.0));
+        let direct = gpu.to_host(&gpu.project_staged(&xa, &wb, 0));
+        for stages in [4usize, 8, 2] {
+            rep.same(
+                &format!(
+                    "project MLX 4-bit g64 1040x2048: {} stream vs direct loads, {rows} rows",
+                    stream_name(stages)
+                ),
+                &gpu.to_host(&gpu.project_staged(&xa, &wb, stages)),
+                &direct,
+            );
         }
     }
     mix::check_mixers(&mut rep, &cpu, gpu, &mut rng);

@@ -259,8 +259,13 @@ impl<B: Backend> Qwen35<B> {
         let be = &self.backend;
         let eps = self.config.rms_norm_eps;
         let mut h = be.embed(&self.embed, tokens);
+        // The MLP output of the layer before, added to h as the next layer norms it (add_rms_norm).
+        let mut pending: Option<B::Act> = None;
         for (li, layer) in self.layers.iter().enumerate() {
-            let u = be.rms_norm(&h, &layer.input_norm, eps);
+            let u = match pending.take() {
+                Some(d) => be.add_rms_norm(&mut h, &d, &layer.input_norm, eps),
+                None => be.rms_norm(&h, &layer.input_norm, eps),
+            };
             let mixed = match &layer.mixer {
                 Mixer::Linear(l) => {
                     let mut st: Vec<&mut B::LinearState> =
@@ -290,13 +295,15 @@ impl<B: Backend> Qwen35<B> {
                     be.project(&y, &l.o)
                 }
             };
-            be.add_assign(&mut h, &mixed);
-            let u = be.rms_norm(&h, &layer.post_norm, eps);
+            let u = be.add_rms_norm(&mut h, &mixed, &layer.post_norm, eps);
             let act = be.swiglu(
                 &be.project(&u, &layer.mlp.gate),
                 &be.project(&u, &layer.mlp.up),
             );
-            be.add_assign(&mut h, &be.project(&act, &layer.mlp.down));
+            pending = Some(be.project(&act, &layer.mlp.down));
+        }
+        if let Some(d) = pending {
+            be.add_assign(&mut h, &d);
         }
         // Taps that are all logit rows (windows) are read from the rows normed for the logits anyway.
         let at: Vec<Option<usize>> = tap_rows

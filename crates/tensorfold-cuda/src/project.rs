@@ -1,0 +1,266 @@
+//! Projections y = x Wᵀ on the device: the tensor-core kernels (project_mma.cu, project_stream.cu) for bf16 and
+//! MLX 4-bit weights, chosen by the matrix alone, and the CUDA-core kernels (project.cu) for every other format.
+
+use crate::device::{Arg, Dev};
+use crate::ops::{
+    blocks, dtype_name, new_act, CudaAct, CudaMatrix, Prepared, OPW, PW, RT, THREADS,
+};
+use std::sync::OnceLock;
+use tensorfold_core::DenseDType;
+
+pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
+    project_staged(dev, x, w, mma_layout().0)
+}
+
+/// `project` with the 4-bit pipeline depth given (the self-test compares depths bit for bit).
+pub(crate) fn project_staged(dev: &Dev, x: &CudaAct, w: &CudaMatrix, stages: usize) -> CudaAct {
+    assert_eq!(
+        x.cols,
+        w.cols(),
+        "project: x has {} columns, W has {}",
+        x.cols,
+        w.cols()
+    );
+    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
+    if let Some(kernel) = mma_kernel(w) {
+        return project_mma(dev, x, w, &kernel, stages);
+    }
+    let y = new_act(dev, rows, out_f);
+    let grid = (blocks(out_f, PW * OPW) * blocks(rows, RT), 1, 1);
+    let (xp, yp) = (dev.ptr(&x.buf), dev.ptr(&y.buf));
+    let shape = [
+        Arg::I(rows as i32),
+        Arg::I(out_f as i32),
+        Arg::I(cols as i32),
+    ];
+    match w {
+        CudaMatrix::Dense { dtype, data, .. } => {
+            let mut args = vec![Arg::P(xp), Arg::P(dev.ptr(data)), Arg::P(yp)];
+            args.extend(shape);
+            dev.launch(
+                &format!("project_dense_{}", dtype_name(*dtype)),
+                grid,
+                (PW * 32) as u32,
+                &args,
+            );
+        }
+        CudaMatrix::Affine {
+            bits,
+            group_size,
+            codes,
+            scales,
+            biases,
+            scale_dtype,
+            ..
+        } => {
+            let mut args = vec![
+                Arg::P(xp),
+                Arg::P(dev.ptr(codes)),
+                Arg::P(dev.ptr(scales)),
+                Arg::P(dev.ptr(biases)),
+                Arg::P(yp),
+            ];
+            args.extend(shape);
+            args.push(Arg::I(*group_size as i32));
+            dev.launch(
+                &format!("project_affine_{bits}_{}", dtype_name(*scale_dtype)),
+                grid,
+                (PW * 32) as u32,
+                &args,
+            );
+        }
+    }
+    y
+}
+
+/// Whether the tensor-core kernels (project_mma.cu) may run: on unless `TENSORFOLD_CUDA_MMA=0` (for before/after
+/// measurements in one run).
+fn mma_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_MMA").map_or(true, |v| v != "0"))
+}
+
+/// How the tensor-core projections are laid out, fixed for the process (every path of a run uses the same, so
+/// exactness holds whichever is chosen): the 4-bit weight stream (`TENSORFOLD_CUDA_MMA_STAGES`: 0 = project_mma.cu's
+/// direct loads; 4 or 8 = project_stream.cu with that many stages of one 16-output tile per block; 2 = 4 stages of
+/// two tiles per block; groups of 128 always get 4 stages of one tile) and the most warps a block of a matrix with
+/// more than 1024 outputs splits the columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16; smaller matrices take up
+/// to 16). All give the same bits for the same warps. The defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
+fn mma_layout() -> (usize, usize) {
+    static LAYOUT: OnceLock<(usize, usize)> = OnceLock::new();
+    *LAYOUT.get_or_init(|| {
+        let var = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+        };
+        let stages = match var("TENSORFOLD_CUDA_MMA_STAGES") {
+            Some(0) => 0,
+            Some(8) => 8,
+            Some(2) => 2,
+            _ => 4,
+        };
+        let warps = var("TENSORFOLD_CUDA_MMA_WARPS").unwrap_or(8).clamp(1, 16);
+        (stages, warps)
+    })
+}
+
+/// The tensor-core kernel family of a matrix (name without the tile suffix), for bf16 weights with columns in
+/// whole 64s and MLX 4-bit codes in groups of 32, 64 or 128; `None` keeps the CUDA-core kernels. The choice
+/// depends on the matrix alone, never on the rows of a call, so a row's bits do not depend on its round.
+fn mma_kernel(w: &CudaMatrix) -> Option<String> {
+    if !mma_enabled() {
+        return None;
+    }
+    match w {
+        CudaMatrix::Dense {
+            dtype: DenseDType::BF16,
+            cols,
+            ..
+        } if cols % 64 == 0 => Some("project_mma_bf16".into()),
+        CudaMatrix::Affine {
+            bits: 4,
+            group_size,
+            scale_dtype,
+            cols,
+            ..
+        } if matches!(group_size, 32 | 64 | 128) && cols % group_size == 0 => Some(format!(
+            "project_mma_a4_g{}_{}",
+            group_size / 32,
+            dtype_name(*scale_dtype)
+        )),
+        _ => None,
+    }
+}
+
+/// Column groups of a tensor-core projection (the unit its warps split).
+fn mma_groups(w: &CudaMatrix) -> usize {
+    match w {
+        CudaMatrix::Affine {
+            group_size, cols, ..
+        } => cols / group_size,
+        CudaMatrix::Dense { cols, .. } => cols / 64,
+    }
+}
+
+/// Most warps a streamed block of `wpl` words per lane, `stages` stages and `tiles` output tiles holds:
+/// project_stream.cu's stream_warps (16 when the stages fit 47 KB of shared memory, else 8).
+fn stream_max_warps(wpl: usize, stages: usize, tiles: usize) -> usize {
+    let stage_bytes = tiles * (256 * wpl + 128);
+    if 16 * stages * stage_bytes <= 47 * 1024 {
+        16
+    } else {
+        8
+    }
+}
+
+pub(crate) fn alloc_prepared(dev: &Dev, n: usize) -> Prepared {
+    Prepared {
+        hi: dev.alloc::<u16>(n),
+        lo: dev.alloc::<u16>(n),
+        sums: dev.alloc::<f32>(n / 32),
+    }
+}
+
+/// Whether fused kernels may stand in for chains of ops (rms_norm_prep, swiglu_prep, add_rms_norm): the same bits,
+/// fewer launches. `TENSORFOLD_CUDA_FUSE=0` turns them off (for before/after measurements in one run).
+pub(crate) fn fusion_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_FUSE").map_or(true, |v| v != "0"))
+}
+
+/// Whether the producer of an activation with `cols` columns should write its tensor-core form as it goes
+/// (rms_norm_prep, swiglu_prep, add_rms_norm): the bits are prepare_x's, one launch fewer per projected input.
+pub(crate) fn fuse_prepare(cols: usize) -> bool {
+    fusion_enabled() && mma_enabled() && cols % 32 == 0
+}
+
+fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
+    x.prepared.get_or_init(|| {
+        let n = x.rows * x.cols;
+        let p = alloc_prepared(dev, n);
+        dev.launch(
+            "prepare_x",
+            (blocks(n, THREADS as usize), 1, 1),
+            THREADS,
+            &[
+                Arg::P(dev.ptr(&x.buf)),
+                Arg::P(dev.ptr(&p.hi)),
+                Arg::P(dev.ptr(&p.lo)),
+                Arg::P(dev.ptr(&p.sums)),
+                Arg::I(x.rows as i32),
+                Arg::I(x.cols as i32),
+            ],
+        );
+        p
+    })
+}
+
+/// y = x Wᵀ on tensor cores: 16 output features per block, its warps splitting the column groups (a number set
+/// by the shape alone), 1, 2 or 4 tiles of 8 rows per block by the row count (the same per-tile code).
+fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str, stages: usize) -> CudaAct {
+    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
+    let y = new_act(dev, rows, out_f);
+    let p = prepared(dev, x);
+    let nt = match rows {
+        0..=8 => 1,
+        9..=16 => 2,
+        _ => 4,
+    };
+    // Enough warps that a decode projection has many groups in flight; a shape-only choice (see mma_kernel).
+    // Matrices of few outputs have few blocks, so their warps get fewer groups each (16 warps at most).
+    let max_warps = if out_f <= 1024 { 16 } else { mma_layout().1 };
+    let warps = (mma_groups(w) / 4).clamp(1, max_warps);
+    // Streamed: (stages, output tiles per block); groups of 128 only fit 4 stages of one tile. A layout whose
+    // stages do not fit this many warps leaves the matrix to the direct kernel (the same bits).
+    let (stages, tiles) = match (stages, w) {
+        (0, _) => (0, 1),
+        (_, CudaMatrix::Affine { group_size, .. }) if *group_size == 128 => (4, 1),
+        (2, _) => (4, 2),
+        (s, _) => (s, 1),
+    };
+    let streamed = match w {
+        CudaMatrix::Affine { group_size, .. } if stages > 0 => {
+            warps <= stream_max_warps(group_size / 32, stages, tiles)
+        }
+        _ => false,
+    };
+    let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
+    match w {
+        CudaMatrix::Dense { data, .. } => args.push(Arg::P(dev.ptr(data))),
+        CudaMatrix::Affine {
+            codes,
+            scales,
+            biases,
+            ..
+        } => args.extend([
+            Arg::P(dev.ptr(&p.sums)),
+            Arg::P(dev.ptr(codes)),
+            Arg::P(dev.ptr(scales)),
+            Arg::P(dev.ptr(biases)),
+        ]),
+    }
+    args.extend([
+        Arg::P(dev.ptr(&y.buf)),
+        Arg::I(rows as i32),
+        Arg::I(out_f as i32),
+        Arg::I(cols as i32),
+    ]);
+    let name = if streamed {
+        format!(
+            "{}_nt{nt}_s{stages}_m{tiles}",
+            kernel.replace("project_mma", "project_stream")
+        )
+    } else {
+        format!("{kernel}_nt{nt}")
+    };
+    let tiles = if streamed { tiles } else { 1 };
+    let grid = (blocks(out_f, 16 * tiles), blocks(rows, 8 * nt), 1);
+    // Profiled per shape, so the profile gives each matrix's bandwidth.
+    let label = dev
+        .profile
+        .enabled
+        .then(|| format!("{name} {out_f}x{cols}"));
+    dev.launch_as(&name, label.as_deref(), grid, (warps * 32) as u32, &args);
+    y
+}
