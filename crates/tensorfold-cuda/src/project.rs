@@ -80,12 +80,18 @@ fn mma_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_MMA").map_or(true, |v| v != "0"))
 }
 
-/// How the tensor-core projections are laid out, fixed for the process (every path of a run uses the same, so
-/// exactness holds whichever is chosen): the 4-bit weight stream (`TENSORFOLD_CUDA_MMA_STAGES`: 0 = project_mma.cu's
-/// direct loads; 4 or 8 = project_stream.cu with that many stages of one 16-output tile per block; 2 = 4 stages of
-/// two tiles per block; groups of 128 always get 4 stages of one tile) and the most warps a block of a matrix with
-/// more than 1024 outputs splits the columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16; smaller matrices take up
-/// to 16). All give the same bits for the same warps. The defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
+/// How the tensor-core projections are laid out, fixed for the process: the 4-bit weight stream
+/// (`TENSORFOLD_CUDA_MMA_STAGES`: 0 = project_mma.cu's direct loads; 4 or 8 = project_stream.cu with that many
+/// stages of one 16-output tile per block; 2 = 4 stages of two tiles per block; unset = `STREAM_AUTO`, 4 stages of
+/// one tile for calls of up to 8 rows and of two tiles above; groups of 128 always get 4 stages of one tile) and the
+/// most warps a block of a matrix with more than 1024 outputs splits the columns over (`TENSORFOLD_CUDA_MMA_WARPS`,
+/// 1..=16; smaller matrices take up to 16). Stages and tiles only move bytes: every layout gives the direct
+/// kernel's bits for the same warps (the self-test checks each), so even choosing them by the row count keeps a
+/// row's bits independent of its round. The warps change the bits, so they depend on the matrix alone. The
+/// defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
+/// The default stream layout (see mma_layout).
+pub(crate) const STREAM_AUTO: usize = 1;
+
 fn mma_layout() -> (usize, usize) {
     static LAYOUT: OnceLock<(usize, usize)> = OnceLock::new();
     *LAYOUT.get_or_init(|| {
@@ -95,10 +101,8 @@ fn mma_layout() -> (usize, usize) {
                 .and_then(|v| v.parse::<usize>().ok())
         };
         let stages = match var("TENSORFOLD_CUDA_MMA_STAGES") {
-            Some(0) => 0,
-            Some(8) => 8,
-            Some(2) => 2,
-            _ => 4,
+            Some(s @ (0 | 2 | 4 | 8)) => s,
+            _ => STREAM_AUTO,
         };
         let warps = var("TENSORFOLD_CUDA_MMA_WARPS").unwrap_or(8).clamp(1, 16);
         (stages, warps)
@@ -216,6 +220,8 @@ fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str, stages: usi
     let (stages, tiles) = match (stages, w) {
         (0, _) => (0, 1),
         (_, CudaMatrix::Affine { group_size, .. }) if *group_size == 128 => (4, 1),
+        (STREAM_AUTO, _) if nt == 1 => (4, 1),
+        (STREAM_AUTO, _) => (4, 2),
         (2, _) => (4, 2),
         (s, _) => (s, 1),
     };

@@ -206,7 +206,7 @@ fn check_projection(
         for rows in [1usize, 9, 64] {
             let xa = act(gpu, rows, cols, &x[..rows * cols]);
             let direct = gpu.to_host(&gpu.project_staged(&xa, &w, 0));
-            for stages in [4usize, 8, 2] {
+            for stages in [4usize, 8, 2, 1] {
                 let streamed = gpu.to_host(&gpu.project_staged(&xa, &w, stages));
                 rep.same(
                     &format!(
@@ -224,6 +224,7 @@ fn check_projection(
 /// A 4-bit stream layout by its TENSORFOLD_CUDA_MMA_STAGES value.
 fn stream_name(stages: usize) -> &'static str {
     match stages {
+        1 => "default (by rows)",
         2 => "4-stage two-tile",
         8 => "8-stage",
         _ => "4-stage",
@@ -387,7 +388,7 @@ pub fn run(gpu: &CudaBackend) -> Report {
     for rows in [1usize, 9] {
         let xa = act(gpu, rows, 2048, &rng.vec(rows * 2048, 1.0));
         let direct = gpu.to_host(&gpu.project_staged(&xa, &wb, 0));
-        for stages in [4usize, 8, 2] {
+        for stages in [4usize, 8, 2, 1] {
             rep.same(
                 &format!(
                     "project MLX 4-bit g64 1040x2048: {} stream vs direct loads, {rows} rows",
