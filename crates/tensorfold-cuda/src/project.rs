@@ -176,7 +176,7 @@ pub(crate) fn fusion_enabled() -> bool {
 /// Whether the producer of an activation with `cols` columns should write its tensor-core form as it goes
 /// (rms_norm_prep, swiglu_prep, add_rms_norm): the bits are prepare_x's, one launch fewer per projected input.
 pub(crate) fn fuse_prepare(cols: usize) -> bool {
-    fusion_enabled() && mma_enabled() && cols % 32 == 0
+    fusion_enabled() && mma_enabled() && cols.is_multiple_of(32)
 }
 
 fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
