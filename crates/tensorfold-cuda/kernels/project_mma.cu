@@ -54,7 +54,7 @@ __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
 
 // Element i (of the flattened [rows, cols], cols % 32 == 0) of x's tensor-core form: hi and lo bf16 in the pair
 // order of each 8-column word, and the f32 sum of its 32 columns (one butterfly). A whole warp calls it on 32
-// consecutive elements, lane = i % 32, so every producer (prepare_x, rms_norm_prep, swiglu_prep) gives the same
+// consecutive elements, lane = i % 32, so every producer (prepare_x, rms_norm, add_rms_norm, swiglu) gives the same
 // bits for the same values.
 __device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict__ xh, u16* __restrict__ xl,
                                               float* __restrict__ xs) {

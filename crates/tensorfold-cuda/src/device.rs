@@ -302,8 +302,6 @@ pub fn kernel_names() -> Vec<String> {
         "dn_recur",
         "dn_tail_keep",
         "prepare_x",
-        "rms_norm_prep",
-        "swiglu_prep",
         "add_rms_norm",
     ]
     .iter()

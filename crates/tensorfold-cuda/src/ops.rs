@@ -224,40 +224,40 @@ pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> Cuda
         x.cols, w.len
     );
     let y = new_act(dev, x.rows, x.cols);
-    let threads = rms_norm_threads(x.cols);
-    if fuse_prepare(x.cols) {
-        let p = alloc_prepared(dev, x.rows * x.cols);
-        dev.launch(
-            "rms_norm_prep",
-            (x.rows as u32, 1, 1),
-            threads,
-            &[
-                Arg::P(dev.ptr(&x.buf)),
-                Arg::P(dev.ptr(&w.buf)),
-                Arg::P(dev.ptr(&y.buf)),
-                Arg::P(dev.ptr(&p.hi)),
-                Arg::P(dev.ptr(&p.lo)),
-                Arg::P(dev.ptr(&p.sums)),
-                Arg::I(x.cols as i32),
-                Arg::F(eps),
-            ],
-        );
-        let _ = y.prepared.set(p);
-        return y;
-    }
+    let p = fuse_prepare(x.cols).then(|| alloc_prepared(dev, x.rows * x.cols));
+    let mut args = vec![
+        Arg::P(dev.ptr(&x.buf)),
+        Arg::P(dev.ptr(&w.buf)),
+        Arg::P(dev.ptr(&y.buf)),
+    ];
+    args.extend(prepared_args(dev, p.as_ref()));
+    args.extend([
+        Arg::I(x.cols as i32),
+        Arg::F(eps),
+        Arg::I(p.is_some() as i32),
+    ]);
     dev.launch(
         "rms_norm",
         (x.rows as u32, 1, 1),
-        threads,
-        &[
-            Arg::P(dev.ptr(&x.buf)),
-            Arg::P(dev.ptr(&w.buf)),
-            Arg::P(dev.ptr(&y.buf)),
-            Arg::I(x.cols as i32),
-            Arg::F(eps),
-        ],
+        rms_norm_threads(x.cols),
+        &args,
     );
+    if let Some(p) = p {
+        let _ = y.prepared.set(p);
+    }
     y
+}
+
+/// The three tensor-core-form outputs of a fused kernel (hi, lo, sums), or null pointers it never touches.
+fn prepared_args(dev: &Dev, p: Option<&Prepared>) -> [Arg; 3] {
+    match p {
+        Some(p) => [
+            Arg::P(dev.ptr(&p.hi)),
+            Arg::P(dev.ptr(&p.lo)),
+            Arg::P(dev.ptr(&p.sums)),
+        ],
+        None => [Arg::P(0), Arg::P(0), Arg::P(0)],
+    }
 }
 
 fn elementwise_grid(n: usize) -> (u32, u32, u32) {
@@ -297,26 +297,26 @@ pub(crate) fn add_rms_norm(
     }
     make_writable(dev, x);
     let out = new_act(dev, x.rows, x.cols);
-    let prep = fuse_prepare(x.cols);
-    let p = alloc_prepared(dev, if prep { x.rows * x.cols } else { 32 });
+    let p = fuse_prepare(x.cols).then(|| alloc_prepared(dev, x.rows * x.cols));
+    let mut args = vec![
+        Arg::P(dev.ptr(&x.buf)),
+        Arg::P(dev.ptr(&y.buf)),
+        Arg::P(dev.ptr(&w.buf)),
+        Arg::P(dev.ptr(&out.buf)),
+    ];
+    args.extend(prepared_args(dev, p.as_ref()));
+    args.extend([
+        Arg::I(x.cols as i32),
+        Arg::F(eps),
+        Arg::I(p.is_some() as i32),
+    ]);
     dev.launch(
         "add_rms_norm",
         (x.rows as u32, 1, 1),
         rms_norm_threads(x.cols),
-        &[
-            Arg::P(dev.ptr(&x.buf)),
-            Arg::P(dev.ptr(&y.buf)),
-            Arg::P(dev.ptr(&w.buf)),
-            Arg::P(dev.ptr(&out.buf)),
-            Arg::P(dev.ptr(&p.hi)),
-            Arg::P(dev.ptr(&p.lo)),
-            Arg::P(dev.ptr(&p.sums)),
-            Arg::I(x.cols as i32),
-            Arg::F(eps),
-            Arg::I(prep as i32),
-        ],
+        &args,
     );
-    if prep {
+    if let Some(p) = p {
         let _ = out.prepared.set(p);
     }
     out
@@ -350,36 +350,23 @@ pub(crate) fn swiglu(dev: &Dev, gate: &CudaAct, up: &CudaAct) -> CudaAct {
     );
     let out = new_act(dev, gate.rows, gate.cols);
     let n = gate.rows * gate.cols;
-    if fuse_prepare(gate.cols) {
-        let p = alloc_prepared(dev, n);
-        dev.launch(
-            "swiglu_prep",
-            (blocks(n, THREADS as usize), 1, 1),
-            THREADS,
-            &[
-                Arg::P(dev.ptr(&gate.buf)),
-                Arg::P(dev.ptr(&up.buf)),
-                Arg::P(dev.ptr(&out.buf)),
-                Arg::P(dev.ptr(&p.hi)),
-                Arg::P(dev.ptr(&p.lo)),
-                Arg::P(dev.ptr(&p.sums)),
-                Arg::P(n as u64),
-            ],
-        );
-        let _ = out.prepared.set(p);
-        return out;
-    }
+    let p = fuse_prepare(gate.cols).then(|| alloc_prepared(dev, n));
+    let mut args = vec![
+        Arg::P(dev.ptr(&gate.buf)),
+        Arg::P(dev.ptr(&up.buf)),
+        Arg::P(dev.ptr(&out.buf)),
+    ];
+    args.extend(prepared_args(dev, p.as_ref()));
+    args.extend([Arg::P(n as u64), Arg::I(p.is_some() as i32)]);
     dev.launch(
         "swiglu",
-        elementwise_grid(n),
+        (blocks(n, THREADS as usize), 1, 1),
         THREADS,
-        &[
-            Arg::P(dev.ptr(&gate.buf)),
-            Arg::P(dev.ptr(&up.buf)),
-            Arg::P(dev.ptr(&out.buf)),
-            Arg::P(n as u64),
-        ],
+        &args,
     );
+    if let Some(p) = p {
+        let _ = out.prepared.set(p);
+    }
     out
 }
 

@@ -166,7 +166,8 @@ pub(crate) fn alloc_prepared(dev: &Dev, n: usize) -> Prepared {
     }
 }
 
-/// Whether fused kernels may stand in for chains of ops (rms_norm_prep, swiglu_prep, add_rms_norm): the same bits,
+/// Whether fused kernels may stand in for chains of ops (norms and SwiGLU writing their output's tensor-core form,
+/// add_rms_norm): the same bits,
 /// fewer launches. `TENSORFOLD_CUDA_FUSE=0` turns them off (for before/after measurements in one run).
 pub(crate) fn fusion_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -174,7 +175,7 @@ pub(crate) fn fusion_enabled() -> bool {
 }
 
 /// Whether the producer of an activation with `cols` columns should write its tensor-core form as it goes
-/// (rms_norm_prep, swiglu_prep, add_rms_norm): the bits are prepare_x's, one launch fewer per projected input.
+/// (rms_norm, add_rms_norm, swiglu): the bits are prepare_x's, one launch fewer per projected input.
 pub(crate) fn fuse_prepare(cols: usize) -> bool {
     fusion_enabled() && mma_enabled() && cols.is_multiple_of(32)
 }

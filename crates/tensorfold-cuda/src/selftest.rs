@@ -275,7 +275,7 @@ fn check_rowwise(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mu
     );
 }
 
-/// rms_norm and swiglu write their output's tensor-core form as they go (rms_norm_prep, swiglu_prep); a projection
+/// rms_norm, add_rms_norm and swiglu write their output's tensor-core form as they go; a projection
 /// of that output must equal, bit for bit, the projection of the same values prepared by prepare_x.
 fn check_fused_prepare(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     let (n, cols, out_f) = (9, 256, 24);
