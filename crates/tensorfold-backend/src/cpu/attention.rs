@@ -158,72 +158,133 @@ pub(super) fn gated_attention(
     let scale = 1.0 / (hd as f32).sqrt();
     let states: Vec<&CpuKv> = states.iter().map(|s| &**s).collect();
     let paths: Vec<Vec<usize>> = (0..rows.len()).map(|i| ancestry(rows, i)).collect();
-    let mut out = CpuAct::zeros(rows.len(), s.heads * hd);
-    out.data
-        .par_chunks_mut(hd)
+    // Every row's normed, rotated queries, [rows, heads, hd].
+    let mut qs = vec![0f32; rows.len() * s.heads * hd];
+    qs.par_chunks_mut(s.heads * hd)
         .enumerate()
-        .for_each(|(idx, o)| {
-            let (i, h) = (idx / s.heads, idx % s.heads);
-            let r = rows[i];
-            let kv = states[r.slot];
+        .for_each(|(i, qi)| {
             let qrow = qg.row(i);
-            let mut q = qrow[h * 2 * hd..h * 2 * hd + hd].to_vec();
-            let gate = &qrow[h * 2 * hd + hd..(h + 1) * 2 * hd];
-            norm_head(&mut q, &p.q_norm, p.eps);
-            rope(&mut q, r.pos, s.rotary_dim, s.rope_theta);
-            let kvh = h / group;
-            let head = kvh * hd..(kvh + 1) * hd;
-            let path = &paths[i];
-            // Keys in position order: committed rows, then this row's ancestors and itself.
-            let key_at = |t: usize| -> &[f32] {
-                if t < kv.len {
-                    &kv.key(t)[head.clone()]
-                } else {
-                    &kv.pending[local[path[t - kv.len]]].1[head.clone()]
-                }
-            };
-            let value_at = |t: usize| -> &[f32] {
-                if t < kv.len {
-                    &kv.value(t)[head.clone()]
-                } else {
-                    &kv.pending[local[path[t - kv.len]]].2[head.clone()]
-                }
-            };
-            let n = kv.len + path.len();
-            // Committed keys a page at a time (one call per page; the same bits as one dot per key).
-            let mut scores = vec![0f32; n];
-            for (p, page) in scores[..kv.len].chunks_mut(PAGE_ROWS).enumerate() {
-                let keys = &kv.pages[p][head.start..];
-                dots_strided_f32(&q, keys, kv.row, page);
-            }
-            for (t, sc) in scores.iter_mut().enumerate().skip(kv.len) {
-                *sc = dot_f32(&q, key_at(t));
-            }
-            for sc in scores.iter_mut() {
-                *sc *= scale;
-            }
-            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0f32;
-            for sc in scores.iter_mut() {
-                *sc = (*sc - max).exp();
-                sum += *sc;
-            }
-            // The weights in place (scores are not needed past this point).
-            for sc in scores.iter_mut() {
-                *sc /= sum;
-            }
-            let alphas = &scores;
-            // Committed values a page at a time (o stays in registers; the same bits as one axpy per key).
-            for (p, page) in alphas[..kv.len].chunks(PAGE_ROWS).enumerate() {
-                let values = &kv.pages[p][PAGE_ROWS * kv.row + head.start..];
-                axpys_strided_f32(page, values, kv.row, o);
-            }
-            for (t, &a) in alphas.iter().enumerate().skip(kv.len) {
-                axpy_f32(a, value_at(t), o);
-            }
-            for (e, &g) in o.iter_mut().zip(gate) {
-                *e *= sigmoid(g);
+            for (h, q) in qi.chunks_mut(hd).enumerate() {
+                q.copy_from_slice(&qrow[h * 2 * hd..h * 2 * hd + hd]);
+                norm_head(q, &p.q_norm, p.eps);
+                rope(q, rows[i].pos, s.rotary_dim, s.rope_theta);
             }
         });
+    // Work units: the queries of one slot's rows that share a KV head, a chunk at a time, so each page of
+    // committed keys and values is read once per chunk rather than once per query.
+    let mut units: Vec<Unit> = Vec::new();
+    for slot in 0..states.len() {
+        let slot_rows: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].slot == slot).collect();
+        for kvh in 0..s.kv_heads {
+            let queries: Vec<(usize, usize)> = slot_rows
+                .iter()
+                .flat_map(|&i| (kvh * group..(kvh + 1) * group).map(move |h| (i, h)))
+                .collect();
+            for chunk in queries.chunks(QUERY_CHUNK) {
+                units.push((slot, kvh, chunk.to_vec()));
+            }
+        }
+    }
+    let ctx = Ctx {
+        gate_of: &|i: usize, h: usize| &qg.row(i)[h * 2 * hd + hd..(h + 1) * 2 * hd],
+        qs: &qs,
+        heads: s.heads,
+        hd,
+        scale,
+        paths: &paths,
+        local: &local,
+    };
+    let done: Vec<Vec<f32>> = units
+        .par_iter()
+        .map(|(slot, kvh, queries)| attend(&ctx, states[*slot], *kvh, queries))
+        .collect();
+    let mut out = CpuAct::zeros(rows.len(), s.heads * hd);
+    for ((_, _, queries), o) in units.iter().zip(&done) {
+        for (&(i, h), oq) in queries.iter().zip(o.chunks(hd)) {
+            out.data[(i * s.heads + h) * hd..][..hd].copy_from_slice(oq);
+        }
+    }
+    out
+}
+
+/// (slot, KV head, the (round row, head) queries) of one work unit.
+type Unit = (usize, usize, Vec<(usize, usize)>);
+
+/// Queries per work unit: their rows of scores and outputs stay in L1/L2 beside one page of keys or values.
+const QUERY_CHUNK: usize = 32;
+
+/// What every work unit reads.
+struct Ctx<'a> {
+    gate_of: &'a (dyn Fn(usize, usize) -> &'a [f32] + Sync),
+    qs: &'a [f32],
+    heads: usize,
+    hd: usize,
+    scale: f32,
+    paths: &'a [Vec<usize>],
+    local: &'a [usize],
+}
+
+/// Gated attention outputs of `queries` ((round row, head) pairs of one slot sharing KV head `kvh`), [len, hd].
+/// Per query the arithmetic is fixed: scores over committed keys (a page at a time), then over the row's
+/// ancestors and itself; softmax in position order; values in the same order; the sigmoid gate.
+fn attend(c: &Ctx<'_>, kv: &CpuKv, kvh: usize, queries: &[(usize, usize)]) -> Vec<f32> {
+    let hd = c.hd;
+    let head = kvh * hd..(kvh + 1) * hd;
+    let q_of = |(i, h): (usize, usize)| &c.qs[(i * c.heads + h) * hd..][..hd];
+    let longest = queries
+        .iter()
+        .map(|&(i, _)| c.paths[i].len())
+        .max()
+        .unwrap_or(0);
+    let width = kv.len + longest;
+    let mut scores = vec![0f32; queries.len() * width];
+    // Committed keys a page at a time, every query of the unit against each page (each score has the bits of
+    // one dot per key).
+    for (pg, page) in kv.pages.iter().take(kv.len.div_ceil(PAGE_ROWS)).enumerate() {
+        let (t0, n) = (pg * PAGE_ROWS, PAGE_ROWS.min(kv.len - pg * PAGE_ROWS));
+        let keys = &page[head.start..];
+        for (qi, &q) in queries.iter().enumerate() {
+            dots_strided_f32(q_of(q), keys, kv.row, &mut scores[qi * width + t0..][..n]);
+        }
+    }
+    for (qi, &(i, h)) in queries.iter().enumerate() {
+        let path = &c.paths[i];
+        let sc = &mut scores[qi * width..][..kv.len + path.len()];
+        for (t, &r) in path.iter().enumerate() {
+            sc[kv.len + t] = dot_f32(q_of((i, h)), &kv.pending[c.local[r]].1[head.clone()]);
+        }
+        for v in sc.iter_mut() {
+            *v *= c.scale;
+        }
+        let max = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0f32;
+        for v in sc.iter_mut() {
+            *v = (*v - max).exp();
+            sum += *v;
+        }
+        // The weights in place (scores are not needed past this point).
+        for v in sc.iter_mut() {
+            *v /= sum;
+        }
+    }
+    // Committed values a page at a time in position order (each output's bits: one axpy per key, in order).
+    let mut out = vec![0f32; queries.len() * hd];
+    for (pg, page) in kv.pages.iter().take(kv.len.div_ceil(PAGE_ROWS)).enumerate() {
+        let (t0, n) = (pg * PAGE_ROWS, PAGE_ROWS.min(kv.len - pg * PAGE_ROWS));
+        let values = &page[PAGE_ROWS * kv.row + head.start..];
+        for (qi, o) in out.chunks_mut(hd).enumerate() {
+            axpys_strided_f32(&scores[qi * width + t0..][..n], values, kv.row, o);
+        }
+    }
+    for (qi, (&(i, h), o)) in queries.iter().zip(out.chunks_mut(hd)).enumerate() {
+        let path = &c.paths[i];
+        for (t, &r) in path.iter().enumerate() {
+            let a = scores[qi * width + kv.len + t];
+            axpy_f32(a, &kv.pending[c.local[r]].2[head.clone()], o);
+        }
+        for (e, &g) in o.iter_mut().zip((c.gate_of)(i, h)) {
+            *e *= sigmoid(g);
+        }
+    }
     out
 }

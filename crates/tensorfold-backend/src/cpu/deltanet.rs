@@ -3,7 +3,7 @@
 //! gated RMSNorm (qwen35.md §3.3). `keep` leaves the state after the last kept row, replaying if needed.
 
 use super::attention::ancestry;
-use super::kernels::{axpy_f32, dot_f32};
+use super::kernels::{delta_rule_f32, dot_f32};
 use super::{inv_rms, sigmoid, silu, CpuAct, CpuBackend};
 use crate::{LinearParams, LinearSpec, RowRef};
 use rayon::prelude::*;
@@ -121,21 +121,13 @@ fn step_head(
     kh: usize,
     state: &mut [f32],
     row: &PendingRow,
-    mut o: Option<&mut [f32]>,
+    o: Option<&mut [f32]>,
 ) {
     let (dk, dv) = (spec.key_dim, spec.value_dim);
     let q = &row.q[kh * dk..(kh + 1) * dk];
     let k = &row.k[kh * dk..(kh + 1) * dk];
     let v = &row.v[h * dv..(h + 1) * dv];
-    let (beta, decay) = (row.beta[h], row.decay[h]);
-    for (j, sj) in state.chunks_mut(dk).enumerate() {
-        sj.iter_mut().for_each(|e| *e *= decay);
-        let kv = dot_f32(sj, k);
-        axpy_f32(beta * (v[j] - kv), k, sj);
-        if let Some(o) = o.as_deref_mut() {
-            o[j] = dot_f32(sj, q);
-        }
-    }
+    delta_rule_f32(state, dk, row.decay[h], row.beta[h], k, q, v, o);
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -177,58 +177,6 @@ pub(super) unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
     dense_dots::<F32, 1>(a.as_ptr().cast(), b.as_ptr(), a.len())[0]
 }
 
-/// out[i] = q · key i for `n` keys `stride` floats apart (attention scores over a KV page): the keys are the
-/// weight rows of `dense_rows`, so each score has exactly the arithmetic of `dot(q, key)` (the products commute
-/// bit for bit), with q's loads and the call shared. Caller: the features enabled here are available; `keys`
-/// holds n − 1 strides plus q.len() floats.
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-pub(super) unsafe fn dots_strided(
-    q: &[f32],
-    keys: *const f32,
-    stride: usize,
-    n: usize,
-    out: &mut [f32],
-) {
-    assert!(
-        out.len() >= n,
-        "dots_strided: {} outputs for {n} keys",
-        out.len()
-    );
-    dense_rows::<F32>(keys.cast(), stride * 4, n, q.as_ptr(), 1, q.len(), out, n);
-}
-
-/// For each value row i in order, y = fma(alphas[i], row i, y) (rows `stride` floats apart): the arithmetic of
-/// one `axpy` per row, with y kept in registers across the rows. Caller: the features enabled here are available;
-/// `values` holds alphas.len() − 1 strides plus y.len() floats.
-#[target_feature(enable = "avx512f,avx512bw,fma")]
-pub(super) unsafe fn axpys_strided(
-    alphas: &[f32],
-    values: *const f32,
-    stride: usize,
-    y: &mut [f32],
-) {
-    let n = y.len();
-    let mut c = 0;
-    while c + 16 <= n {
-        let p = y.as_mut_ptr().add(c);
-        let mut acc = _mm512_loadu_ps(p);
-        for (i, &a) in alphas.iter().enumerate() {
-            acc = _mm512_fmadd_ps(
-                _mm512_set1_ps(a),
-                _mm512_loadu_ps(values.add(i * stride + c)),
-                acc,
-            );
-        }
-        _mm512_storeu_ps(p, acc);
-        c += 16;
-    }
-    for k in c..n {
-        for (i, &a) in alphas.iter().enumerate() {
-            y[k] = a.mul_add(*values.add(i * stride + k), y[k]);
-        }
-    }
-}
-
 /// y[i] = fma(alpha, x[i], y[i]). Caller: avx512f, avx512bw and fma are available.
 #[target_feature(enable = "avx512f,avx512bw,fma")]
 pub(super) unsafe fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {

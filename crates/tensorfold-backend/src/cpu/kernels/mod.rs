@@ -9,6 +9,8 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
+mod avx512_rows;
+#[cfg(target_arch = "x86_64")]
 mod avx512q;
 mod project;
 mod scalar;
@@ -59,7 +61,7 @@ fn dots_strided_with(isa: Isa, q: &[f32], keys: &[f32], stride: usize, out: &mut
     match isa {
         // SAFETY: `Isa::Avx512` exists only where its features were detected; the assert above bounds every read.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { avx512::dots_strided(q, keys.as_ptr(), stride, n, out) },
+        Isa::Avx512 => unsafe { avx512_rows::dots_strided(q, keys.as_ptr(), stride, n, out) },
         // SAFETY: as above, for avx2, fma and f16c.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { avx2::dots_strided(q, keys.as_ptr(), stride, n, out) },
@@ -92,7 +94,7 @@ fn axpys_strided_with(isa: Isa, alphas: &[f32], values: &[f32], stride: usize, y
     match isa {
         // SAFETY: `Isa::Avx512` exists only where its features were detected; the assert above bounds every read.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { avx512::axpys_strided(alphas, values.as_ptr(), stride, y) },
+        Isa::Avx512 => unsafe { avx512_rows::axpys_strided(alphas, values.as_ptr(), stride, y) },
         // SAFETY: as above, for avx2 and fma.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { avx2::axpys_strided(alphas, values.as_ptr(), stride, y) },
@@ -108,6 +110,52 @@ fn axpys_strided_with(isa: Isa, alphas: &[f32], values: &[f32], stride: usize, y
 /// y[i] += alpha * x[i]
 pub fn axpy_f32(alpha: f32, x: &[f32], y: &mut [f32]) {
     axpy_with(isa(), alpha, x, y);
+}
+
+/// One delta-rule step of a DeltaNet head on `state` ([v.len(), dk], row j = value j's key vector): for each row,
+/// s_j *= decay; kv = dot_f32(s_j, k); axpy_f32(beta·(v_j − kv), k, s_j); o_j = dot_f32(s_j, q) if `o` is given.
+/// Bit for bit that composition; AVX-512 runs sixteen rows at a time when the shapes allow.
+#[allow(clippy::too_many_arguments)]
+pub fn delta_rule_f32(
+    state: &mut [f32],
+    dk: usize,
+    decay: f32,
+    beta: f32,
+    k: &[f32],
+    q: &[f32],
+    v: &[f32],
+    o: Option<&mut [f32]>,
+) {
+    delta_rule_with(isa(), state, dk, decay, beta, k, q, v, o);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn delta_rule_with(
+    isa: Isa,
+    state: &mut [f32],
+    dk: usize,
+    decay: f32,
+    beta: f32,
+    k: &[f32],
+    q: &[f32],
+    v: &[f32],
+    mut o: Option<&mut [f32]>,
+) {
+    debug_assert!(supported(isa));
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && dk.is_multiple_of(32) && v.len().is_multiple_of(16) {
+        // SAFETY: `Isa::Avx512` exists only where avx512f was detected; the kernel asserts its shapes.
+        unsafe { avx512_rows::delta_rule(state, dk, decay, beta, k, q, v, o) };
+        return;
+    }
+    for (j, sj) in state.chunks_mut(dk).enumerate() {
+        sj.iter_mut().for_each(|e| *e *= decay);
+        let kv = dot_with(isa, sj, k);
+        axpy_with(isa, beta * (v[j] - kv), k, sj);
+        if let Some(o) = o.as_deref_mut() {
+            o[j] = dot_with(isa, sj, q);
+        }
+    }
 }
 
 /// The SIMD level every kernel of this process uses: "avx512", "avx2" or "scalar".
