@@ -484,6 +484,42 @@ def chat_examples(f: dict, rng: random.Random) -> list[str]:
     return out
 
 
+def copy_documents(files: list[dict], tok, rng: random.Random, budget: int, max_doc: int) -> list[list[int]]:
+    """Whole-file rewrites as training documents: `# file: NAME`, a run of the file's lines, then `# file:
+    STEM_copy.py (an exact copy of NAME, line for line)` and the same lines again: the prompt format of
+    `tensorfold bench --drafts` and of its `--files` rewrites. Without them the model copies poorly and a rewrite
+    drifts off the file after a few lines. Runs start at the top of the file half the time, else at a random line;
+    their length is uniform up to what keeps the whole document within `max_doc` tokens. Stops at `budget`
+    tokens."""
+    order = list(files)
+    rng.shuffle(order)
+    docs, total = [], 0
+    for f in order * 4:
+        if total >= budget:
+            break
+        lines = f["text"].splitlines(keepends=True)
+        if len(lines) < 4:
+            continue
+        name = f["path"].rsplit("/", 1)[-1]
+        stem = name[:-3] if name.endswith(".py") else name
+        start = 0 if rng.random() < 0.5 else rng.randrange(len(lines) - 2)
+        want = rng.randint(48, max(48, max_doc // 2 - 32))
+        run, n = [], 0
+        for line in lines[start:]:
+            n += max(1, len(line) // 3)
+            if n > want and run:
+                break
+            run.append(line)
+        body = "".join(run).rstrip("\n") + "\n"
+        doc = f"# file: {name}\n{body}\n# file: {stem}_copy.py (an exact copy of {name}, line for line)\n{body}"
+        ids = tok.encode(doc, add_special_tokens=False).ids
+        if len(ids) > max_doc:
+            continue
+        docs.append(ids)
+        total += len(ids)
+    return docs
+
+
 # Qwen's split regex minus its `[\r\n]*` after punctuation. Qwen glues the line break to the `):` that opens a block,
 # so a prompt that ends at `):` (every `def f(x):` prompt) ends on a token the model almost never saw there and the
 # first reply token is a guess. Splitting the break off makes the prompt's last token the one seen in training.
@@ -656,6 +692,8 @@ def main() -> int:
     ap.add_argument("--val-percent", type=int, default=3)
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--chat-frac", type=float, default=0.12, help="max share of training tokens from chat turns")
+    ap.add_argument("--copy-frac", type=float, default=0.15,
+                    help="share of training tokens from whole-file rewrite documents (copy_documents)")
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=3000)
@@ -750,6 +788,10 @@ def main() -> int:
         docs.append(e.ids)
         chat_tokens += len(e.ids)
         used_chat += 1
+    copies = copy_documents(train_f, tok, rng, int(args.copy_frac / (1 - args.copy_frac) * code_tokens),
+                            args.seq - 8) if args.copy_frac > 0 else []
+    docs.extend(copies)
+    copy_tokens = sum(len(d) for d in copies)
     rng.shuffle(docs)
     stream = [i for d in docs for i in d + [eot]]
     train_ids = torch.tensor(stream, dtype=torch.int32, device=dev)
@@ -757,7 +799,8 @@ def main() -> int:
     val_ids = torch.tensor([i for e in venc for i in e.ids + [eot]], dtype=torch.int32, device=dev)
     bytes_per_tok = corpus["train_bytes"] / max(1, code_tokens)
     data = {"train_tokens": len(stream), "train_code_tokens": code_tokens, "chat_examples_available": len(chats),
-            "chat_examples_used": used_chat, "chat_tokens": chat_tokens, "val_tokens": len(val_ids),
+            "chat_examples_used": used_chat, "chat_tokens": chat_tokens, "copy_documents": len(copies),
+            "copy_tokens": copy_tokens, "val_tokens": len(val_ids),
             "bytes_per_token": bytes_per_tok}
     log(f"tokenized in {time.time() - t:.1f}s:", json.dumps(data))
     if chats:
