@@ -692,8 +692,9 @@ def main() -> int:
     ap.add_argument("--val-percent", type=int, default=3)
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--chat-frac", type=float, default=0.12, help="max share of training tokens from chat turns")
-    ap.add_argument("--copy-frac", type=float, default=0.15,
-                    help="share of training tokens from whole-file rewrite documents (copy_documents)")
+    ap.add_argument("--copy-frac", type=float, default=0.0,
+                    help="share of training tokens from whole-file rewrite documents (copy_documents; the shipped "
+                         "model used none, README 'Copy documents')")
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=3000)
