@@ -188,7 +188,9 @@ pub struct EngineConfig {
     pub drafts: bool,
     /// Builds each stream's drafter (default: context copies).
     pub drafter: crate::drafters::DrafterFactory,
-    /// Most draft rows in one window.
+    /// Most draft rows in one window. 64 (the copy drafter's widest window): a copy that keeps landing whole then
+    /// pays one round's fixed cost per 65 tokens; on the 2-core CPU the rewrite went from 2.8–3.0× to 3.1–3.5× plain
+    /// against 32 (BENCHMARKS.md §4). The planner still picks narrower windows where drafts land less often.
     pub max_draft: usize,
     /// Snapshot long prompts every this many tokens (0 = only at explicit marks and ends).
     pub cache_every: usize,
@@ -219,7 +221,7 @@ impl Default for EngineConfig {
             prompt_cache_bytes: 1 << 30,
             drafts: true,
             drafter: crate::drafters::DrafterFactory::context_copy(),
-            max_draft: 32,
+            max_draft: 64,
             cache_every: 1024,
             mtp: true,
             mtp_depth: 4,

@@ -51,8 +51,8 @@ pub struct BenchArgs {
     /// Prompt of the continuation (with --files): the file's first lines up to at least this many tokens.
     #[arg(long, default_value_t = 256)]
     pub prefix_tokens: usize,
-    /// With --files: draft at full width every round (copies up to 32, MTP chains of 4) instead of the widths the
-    /// cost planner picks, to show each drafter's own acceptance.
+    /// With --files: draft at full width every round (copies up to the engine's `max_draft`, 64; MTP chains of 4)
+    /// instead of the widths the cost planner picks, to show each drafter's own acceptance.
     #[arg(long)]
     pub fixed_widths: bool,
     /// Where to run: the CPU, or the GPU sweep (copy bandwidth, decode vs bound, rounds, streams, prefill).
