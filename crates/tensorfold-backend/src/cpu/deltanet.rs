@@ -3,7 +3,7 @@
 //! gated RMSNorm (qwen35.md §3.3). `keep` leaves the state after the last kept row, replaying if needed.
 
 use super::attention::ancestry;
-use super::kernels::{delta_rule_f32, dot_f32};
+use super::kernels::{delta_rule_f32, dot_f32, DeltaStep};
 use super::{inv_rms, sigmoid, silu, CpuAct, CpuBackend};
 use crate::{LinearParams, LinearSpec, RowRef};
 use rayon::prelude::*;
@@ -127,7 +127,14 @@ fn step_head(
     let q = &row.q[kh * dk..(kh + 1) * dk];
     let k = &row.k[kh * dk..(kh + 1) * dk];
     let v = &row.v[h * dv..(h + 1) * dv];
-    delta_rule_f32(state, dk, row.decay[h], row.beta[h], k, q, v, o);
+    let step = DeltaStep {
+        decay: row.decay[h],
+        beta: row.beta[h],
+        k,
+        q,
+        v,
+    };
+    delta_rule_f32(state, dk, &step, o);
 }
 
 #[allow(clippy::too_many_arguments)]

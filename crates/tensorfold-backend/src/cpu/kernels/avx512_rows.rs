@@ -48,17 +48,19 @@ unsafe fn hsum16(v: &[__m512; 16]) -> __m512 {
 /// Each dot keeps `dot`'s two accumulators over 32-column steps and its horizontal sum.
 /// Caller: avx512f is available; state.len() = v.len()·dk, k and q hold dk floats, o (if any) v.len().
 #[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn delta_rule(
     state: &mut [f32],
     dk: usize,
-    decay: f32,
-    beta: f32,
-    k: &[f32],
-    q: &[f32],
-    v: &[f32],
+    step: &super::DeltaStep<'_>,
     mut o: Option<&mut [f32]>,
 ) {
+    let super::DeltaStep {
+        decay,
+        beta,
+        k,
+        q,
+        v,
+    } = *step;
     let dv = v.len();
     assert!(dk.is_multiple_of(32) && dv.is_multiple_of(16) && state.len() == dv * dk);
     assert!(k.len() == dk && q.len() == dk && o.as_ref().is_none_or(|o| o.len() == dv));

@@ -112,48 +112,44 @@ pub fn axpy_f32(alpha: f32, x: &[f32], y: &mut [f32]) {
     axpy_with(isa(), alpha, x, y);
 }
 
+/// One delta-rule step's inputs for one value head: its gates and its normalised k and q (key_dim each), v
+/// (value_dim).
+#[derive(Clone, Copy, Debug)]
+pub struct DeltaStep<'a> {
+    pub decay: f32,
+    pub beta: f32,
+    pub k: &'a [f32],
+    pub q: &'a [f32],
+    pub v: &'a [f32],
+}
+
 /// One delta-rule step of a DeltaNet head on `state` ([v.len(), dk], row j = value j's key vector): for each row,
 /// s_j *= decay; kv = dot_f32(s_j, k); axpy_f32(beta·(v_j − kv), k, s_j); o_j = dot_f32(s_j, q) if `o` is given.
 /// Bit for bit that composition; AVX-512 runs sixteen rows at a time when the shapes allow.
-#[allow(clippy::too_many_arguments)]
-pub fn delta_rule_f32(
-    state: &mut [f32],
-    dk: usize,
-    decay: f32,
-    beta: f32,
-    k: &[f32],
-    q: &[f32],
-    v: &[f32],
-    o: Option<&mut [f32]>,
-) {
-    delta_rule_with(isa(), state, dk, decay, beta, k, q, v, o);
+pub fn delta_rule_f32(state: &mut [f32], dk: usize, step: &DeltaStep<'_>, o: Option<&mut [f32]>) {
+    delta_rule_with(isa(), state, dk, step, o);
 }
 
-#[allow(clippy::too_many_arguments)]
 fn delta_rule_with(
     isa: Isa,
     state: &mut [f32],
     dk: usize,
-    decay: f32,
-    beta: f32,
-    k: &[f32],
-    q: &[f32],
-    v: &[f32],
+    step: &DeltaStep<'_>,
     mut o: Option<&mut [f32]>,
 ) {
     debug_assert!(supported(isa));
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 && dk.is_multiple_of(32) && v.len().is_multiple_of(16) {
+    if isa == Isa::Avx512 && dk.is_multiple_of(32) && step.v.len().is_multiple_of(16) {
         // SAFETY: `Isa::Avx512` exists only where avx512f was detected; the kernel asserts its shapes.
-        unsafe { avx512_rows::delta_rule(state, dk, decay, beta, k, q, v, o) };
+        unsafe { avx512_rows::delta_rule(state, dk, step, o) };
         return;
     }
     for (j, sj) in state.chunks_mut(dk).enumerate() {
-        sj.iter_mut().for_each(|e| *e *= decay);
-        let kv = dot_with(isa, sj, k);
-        axpy_with(isa, beta * (v[j] - kv), k, sj);
+        sj.iter_mut().for_each(|e| *e *= step.decay);
+        let kv = dot_with(isa, sj, step.k);
+        axpy_with(isa, step.beta * (step.v[j] - kv), step.k, sj);
         if let Some(o) = o.as_deref_mut() {
-            o[j] = dot_with(isa, sj, q);
+            o[j] = dot_with(isa, sj, step.q);
         }
     }
 }

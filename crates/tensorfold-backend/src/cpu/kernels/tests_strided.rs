@@ -2,7 +2,9 @@
 //! row, bit for bit, on every SIMD level.
 
 use super::tests::Rng;
-use super::{available_isas, axpy_with, axpys_strided_with, dot_with, dots_strided_with};
+use super::{
+    available_isas, axpy_with, axpys_strided_with, dot_with, dots_strided_with, DeltaStep,
+};
 
 #[test]
 fn page_at_a_time_scores_and_value_sums_equal_one_call_per_key_bit_for_bit() {
@@ -43,15 +45,14 @@ fn delta_rule_by_rows(
     isa: super::Isa,
     state: &mut [f32],
     dk: usize,
-    (decay, beta): (f32, f32),
-    (k, q, v): (&[f32], &[f32], &[f32]),
+    s: &DeltaStep<'_>,
     o: &mut [f32],
 ) {
     for (j, sj) in state.chunks_mut(dk).enumerate() {
-        sj.iter_mut().for_each(|e| *e *= decay);
-        let kv = dot_with(isa, sj, k);
-        axpy_with(isa, beta * (v[j] - kv), k, sj);
-        o[j] = dot_with(isa, sj, q);
+        sj.iter_mut().for_each(|e| *e *= s.decay);
+        let kv = dot_with(isa, sj, s.k);
+        axpy_with(isa, s.beta * (s.v[j] - kv), s.k, sj);
+        o[j] = dot_with(isa, sj, s.q);
     }
 }
 
@@ -68,26 +69,16 @@ fn delta_rule_steps_equal_one_dot_and_axpy_per_state_row_bit_for_bit() {
                 let q: Vec<f32> = (0..dk).map(|_| rng.sym() * 0.2).collect();
                 let v: Vec<f32> = (0..dv).map(|_| rng.sym()).collect();
                 let (decay, beta) = (0.5 + 0.5 * rng.sym().abs(), rng.sym().abs());
-                let (mut got, mut want) = (vec![0f32; dv], vec![0f32; dv]);
-                super::delta_rule_with(
-                    isa,
-                    &mut state,
-                    dk,
+                let s = DeltaStep {
                     decay,
                     beta,
-                    &k,
-                    &q,
-                    &v,
-                    Some(&mut got),
-                );
-                delta_rule_by_rows(
-                    isa,
-                    &mut want_state,
-                    dk,
-                    (decay, beta),
-                    (&k, &q, &v),
-                    &mut want,
-                );
+                    k: &k,
+                    q: &q,
+                    v: &v,
+                };
+                let (mut got, mut want) = (vec![0f32; dv], vec![0f32; dv]);
+                super::delta_rule_with(isa, &mut state, dk, &s, Some(&mut got));
+                delta_rule_by_rows(isa, &mut want_state, dk, &s, &mut want);
                 let same =
                     |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
                 assert!(
@@ -103,15 +94,15 @@ fn delta_rule_steps_equal_one_dot_and_axpy_per_state_row_bit_for_bit() {
             let k: Vec<f32> = (0..dk).map(|_| rng.sym()).collect();
             let v: Vec<f32> = (0..dv).map(|_| rng.sym()).collect();
             let mut scratch = vec![0f32; dv];
-            super::delta_rule_with(isa, &mut state, dk, 0.9, 0.3, &k, &k, &v, None);
-            delta_rule_by_rows(
-                isa,
-                &mut want_state,
-                dk,
-                (0.9, 0.3),
-                (&k, &k, &v),
-                &mut scratch,
-            );
+            let s = DeltaStep {
+                decay: 0.9,
+                beta: 0.3,
+                k: &k,
+                q: &k,
+                v: &v,
+            };
+            super::delta_rule_with(isa, &mut state, dk, &s, None);
+            delta_rule_by_rows(isa, &mut want_state, dk, &s, &mut scratch);
             assert!(state
                 .iter()
                 .zip(&want_state)
