@@ -297,6 +297,18 @@ fn draft_next<B: Backend>(
     let mut jobs = Vec::new();
     let mut job_streams = Vec::new();
     for (si, st) in live.iter_mut().enumerate() {
+        // The head's context for prompt-cache snapshots, kept up to the last row even of a finishing stream (its
+        // final state is cached too).
+        if st.mtp.is_some() {
+            for &r in &kept[si] {
+                let (pos, t) = (rows[r].pos, tap_at[r]);
+                if pos + 1 < st.tokens.len() && t != usize::MAX {
+                    let recent = &mut st.drafting.recent;
+                    recent.push(pos, st.tokens[pos + 1], &taps[t * h..(t + 1) * h]);
+                    recent.trim(plan.mtp_history);
+                }
+            }
+        }
         if st.finished.is_some() {
             continue;
         }

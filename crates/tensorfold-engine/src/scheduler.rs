@@ -2,7 +2,8 @@
 //! prompt cache when a prefix is cached), runs rounds over every live stream, retires finished ones.
 
 use crate::api::{EngineConfig, Event, FinishReason, Request, Stats, SubmitError, Usage};
-use crate::plan::Planner;
+use crate::drafters::mtp::Backlog;
+use crate::plan::{Drafting, Planner};
 use crate::prompt_cache::PromptCache;
 use crate::round::{run_round, RoundPlan, Stream};
 use std::collections::VecDeque;
@@ -295,11 +296,12 @@ impl<B: Backend> Engine<B> {
                 prompt_tokens: req.prompt.len(),
                 ..Default::default()
             };
-            let slot = match self
-                .cache
-                .lookup(&req.prompt)
-                .map(|snap| self.model.restore(snap))
-            {
+            let cached = self.cache.lookup(&req.prompt);
+            let hidden = self.model.config.hidden_size;
+            let head_context = cached.and_then(|(snap, head)| {
+                Backlog::from_context(head?, &req.prompt[..=snap.len], hidden)
+            });
+            let slot = match cached.map(|(snap, _)| self.model.restore(snap)) {
                 Some(Ok(slot)) => {
                     usage.cached_tokens = slot.len;
                     let mut s = self.stats();
@@ -337,9 +339,9 @@ impl<B: Backend> Engine<B> {
                 first_token_secs: None,
                 usage,
                 finished: None,
+                drafting: Drafting::new(&self.planner, head_context.filter(|_| mtp.is_some())),
                 mtp,
                 next: None,
-                drafting: crate::plan::Drafting::new(&self.planner),
             });
         }
     }
@@ -398,12 +400,7 @@ impl<B: Backend> Engine<B> {
         for (i, st) in self.live.iter().enumerate() {
             let len = st.slot.len;
             if len != before[i] && len <= st.req.prompt.len() && marks[i].contains(&len) {
-                let key = st.req.prompt[..len].to_vec();
-                if !self.cache.contains(&key) {
-                    let snap = self.model.snapshot(&st.slot);
-                    let bytes = self.model.snapshot_bytes(&snap);
-                    self.cache.insert(key, snap, bytes);
-                }
+                store_snapshot(&mut self.cache, &self.model, st);
             }
         }
         self.retire();
@@ -436,12 +433,7 @@ impl<B: Backend> Engine<B> {
             let st = self.live.swap_remove(i);
             self.reserved -= st.reserved_pages;
             if self.cache.enabled() && st.slot.len > 0 && finish != FinishReason::Cancelled {
-                let key = st.tokens[..st.slot.len].to_vec();
-                if !self.cache.contains(&key) {
-                    let snap = self.model.snapshot(&st.slot);
-                    let bytes = self.model.snapshot_bytes(&snap);
-                    self.cache.insert(key, snap, bytes);
-                }
+                store_snapshot(&mut self.cache, &self.model, &st);
             }
             let generated = st.tokens[st.req.prompt.len()..].to_vec();
             let mut usage = st.usage.clone();
@@ -464,4 +456,17 @@ impl<B: Backend> Engine<B> {
         let running = self.live.len();
         self.stats().requests_running = running;
     }
+}
+
+/// Caches the stream's committed state under the tokens that produced it, with the head's context before its end.
+fn store_snapshot<B: Backend>(cache: &mut PromptCache<B>, model: &Qwen35<B>, st: &Stream<B>) {
+    let len = st.slot.len;
+    let key = st.tokens[..len].to_vec();
+    if cache.contains(&key) {
+        return;
+    }
+    let snap = model.snapshot(&st.slot);
+    let bytes = model.snapshot_bytes(&snap);
+    let head = st.mtp.as_ref().and(st.drafting.recent.context_before(len));
+    cache.insert(key, snap, head, bytes);
 }

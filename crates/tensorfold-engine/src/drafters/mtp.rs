@@ -8,9 +8,11 @@ use tensorfold_core::sampling::{draw, SamplingParams};
 use tensorfold_core::Result;
 use tensorfold_model::{Mtp, MtpSlot, Qwen35};
 
+use crate::prompt_cache::HeadContext;
+
 /// Kept target rows the head has not absorbed yet: consecutive positions from `first_pos`, the token after each
 /// and its tap (final-normed hidden, `[rows, hidden]`).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Backlog {
     pub first_pos: usize,
     pub next: Vec<u32>,
@@ -41,6 +43,32 @@ impl Backlog {
             self.hidden.drain(..drop * h);
             self.first_pos += drop;
         }
+    }
+}
+
+impl Backlog {
+    /// The taps of the rows before `len` (a snapshot's end), when the rows held reach up to `len - 1`.
+    pub fn context_before(&self, len: usize) -> Option<HeadContext> {
+        let end = self.first_pos + self.next.len();
+        if self.next.is_empty() || end < len || len <= self.first_pos {
+            return None;
+        }
+        let h = self.hidden.len() / self.next.len();
+        Some(HeadContext {
+            first_pos: self.first_pos,
+            hidden: self.hidden[..(len - self.first_pos) * h].to_vec(),
+        })
+    }
+    /// The rows of a cached context, each paired with the token that follows it in `tokens` (the resumed stream's
+    /// prompt, which runs past the context's last row).
+    pub fn from_context(ctx: &HeadContext, tokens: &[u32], h: usize) -> Option<Self> {
+        let rows = ctx.hidden.len() / h;
+        let next = tokens.get(ctx.first_pos + 1..ctx.first_pos + 1 + rows)?;
+        Some(Backlog {
+            first_pos: ctx.first_pos,
+            next: next.to_vec(),
+            hidden: ctx.hidden.clone(),
+        })
     }
 }
 
@@ -196,6 +224,27 @@ pub(crate) fn absorb_and_draft<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cached_context_resumes_as_the_rows_before_the_key_with_the_new_prompts_tokens() {
+        let mut b = Backlog::default();
+        for pos in 2..9 {
+            b.push(pos, 100 + pos as u32, &[pos as f32, 1.0]);
+        }
+        assert!(
+            b.context_before(10).is_none(),
+            "rows must reach the key's end"
+        );
+        assert!(b.context_before(2).is_none(), "no row before the key's end");
+        let ctx = b.context_before(6).unwrap();
+        assert_eq!(ctx.first_pos, 2);
+        assert_eq!(ctx.hidden, vec![2.0, 1.0, 3.0, 1.0, 4.0, 1.0, 5.0, 1.0]);
+        // Row 5's next token is the resumed prompt's token 6, not the cached stream's 106.
+        let prompt: Vec<u32> = (0..8).map(|i| 200 + i).collect();
+        let r = Backlog::from_context(&ctx, &prompt, 2).unwrap();
+        assert_eq!((r.first_pos, r.next.clone()), (2, vec![203, 204, 205, 206]));
+        assert!(Backlog::from_context(&ctx, &prompt[..6], 2).is_none());
+    }
 
     #[test]
     fn a_backlog_keeps_the_latest_consecutive_rows() {
