@@ -380,55 +380,68 @@ pub fn equality_suite<B: Backend>(
             record(format!("chunk {c} req {i}"), r, toks, String::new());
         }
     }
-    // resume == fresh: a request whose prompt extends an earlier one resumes from the cache.
-    let cfg = EngineConfig {
-        prompt_cache_bytes: 256 << 20,
-        cache_every: 16,
-        parallel: 1,
-        ..base.clone()
+    // resume == fresh: a request whose prompt extends an earlier one resumes from the cache, plain and drafted
+    // (copies and the MTP head, which resumes with the cached rows' context).
+    let drafted = EngineConfig {
+        drafts: true,
+        ..EngineConfig::default()
     };
-    let engine = spawn(load()?, cfg);
-    for (i, r) in reqs.iter().enumerate().filter(|(_, r)| r.prompt.len() > 8) {
-        let _ = collect(
-            engine
-                .submit(r.clone())
-                .map_err(|e| CoreError::Invalid(e.to_string()))?,
-        )?;
-        let mut longer = r.clone();
-        longer.prompt.extend([5, 6, 7]);
-        let want = plain_reply(&reference_model, &longer)?;
-        let (got, usage) = collect(
-            engine
-                .submit(longer.clone())
-                .map_err(|e| CoreError::Invalid(e.to_string()))?,
-        )?;
-        // The identical prompt again: resumes from one row before its end.
-        let (again, usage2) = collect(
-            engine
-                .submit(r.clone())
-                .map_err(|e| CoreError::Invalid(e.to_string()))?,
-        )?;
-        results.push(CaseResult {
-            name: format!("resumed extended req {i}"),
-            reference_sha: token_sha(&want),
-            got_sha: if usage.cached_tokens > 0 {
-                token_sha(&got)
-            } else {
-                "no-cache-hit".into()
-            },
-            note: format!("cached {} of {}", usage.cached_tokens, longer.prompt.len()),
-        });
-        results.push(CaseResult {
-            name: format!("resumed repeat req {i}"),
-            reference_sha: token_sha(&replies[&r.prompt]),
-            got_sha: if usage2.cached_tokens > 0 {
-                token_sha(&again)
-            } else {
-                "no-cache-hit".into()
-            },
-            note: format!("cached {} of {}", usage2.cached_tokens, r.prompt.len()),
-        });
+    for (kind, drafting) in [("", &base), ("drafted ", &drafted)] {
+        let cfg = EngineConfig {
+            prompt_cache_bytes: 256 << 20,
+            cache_every: 16,
+            parallel: 1,
+            calibrate_secs: 0.0,
+            ..drafting.clone()
+        };
+        let engine = spawn(load()?, cfg);
+        for (i, r) in reqs.iter().enumerate().filter(|(_, r)| r.prompt.len() > 8) {
+            let _ = collect(
+                engine
+                    .submit(r.clone())
+                    .map_err(|e| CoreError::Invalid(e.to_string()))?,
+            )?;
+            let mut longer = r.clone();
+            longer.prompt.extend([5, 6, 7]);
+            let want = plain_reply(&reference_model, &longer)?;
+            let (got, usage) = collect(
+                engine
+                    .submit(longer.clone())
+                    .map_err(|e| CoreError::Invalid(e.to_string()))?,
+            )?;
+            // The identical prompt again: resumes from one row before its end.
+            let (again, usage2) = collect(
+                engine
+                    .submit(r.clone())
+                    .map_err(|e| CoreError::Invalid(e.to_string()))?,
+            )?;
+            let hit = |u: &Usage, toks: &[u32]| {
+                if u.cached_tokens > 0 {
+                    token_sha(toks)
+                } else {
+                    "no-cache-hit".into()
+                }
+            };
+            let note = |u: &Usage, n: usize| {
+                format!(
+                    "cached {} of {n}, accepted {}/{}",
+                    u.cached_tokens, u.accepted, u.drafted
+                )
+            };
+            results.push(CaseResult {
+                name: format!("resumed {kind}extended req {i}"),
+                reference_sha: token_sha(&want),
+                got_sha: hit(&usage, &got),
+                note: note(&usage, longer.prompt.len()),
+            });
+            results.push(CaseResult {
+                name: format!("resumed {kind}repeat req {i}"),
+                reference_sha: token_sha(&replies[&r.prompt]),
+                got_sha: hit(&usage2, &again),
+                note: note(&usage2, r.prompt.len()),
+            });
+        }
+        engine.shutdown();
     }
-    engine.shutdown();
     Ok(results)
 }

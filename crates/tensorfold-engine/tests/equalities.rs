@@ -62,6 +62,12 @@ fn assert_suite_passes(name: &'static str) {
     assert!(results
         .iter()
         .any(|r| r.name.starts_with("resumed") && r.pass()));
+    assert!(
+        results
+            .iter()
+            .any(|r| r.name.starts_with("resumed drafted") && r.pass()),
+        "{name}: drafted replies resumed from the cache"
+    );
 }
 
 #[test]
