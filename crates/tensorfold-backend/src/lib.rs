@@ -118,6 +118,16 @@ pub trait Backend: Send + Sync + 'static {
     fn rms_norm(&self, x: &Self::Act, w: &Self::Vector, eps: f32) -> Self::Act;
     /// y = x Wᵀ.
     fn project(&self, x: &Self::Act, w: &Self::Matrix) -> Self::Act;
+    /// x W₁ᵀ and x W₂ᵀ of one input (gate and up, k and v, b and a): the bits of two `project` calls (a device may
+    /// run both in one launch).
+    fn project_pair(
+        &self,
+        x: &Self::Act,
+        w1: &Self::Matrix,
+        w2: &Self::Matrix,
+    ) -> (Self::Act, Self::Act) {
+        (self.project(x, w1), self.project(x, w2))
+    }
     fn add_assign(&self, x: &mut Self::Act, y: &Self::Act);
     /// x += y, then the RMSNorm of the new x: the bits of `add_assign` then `rms_norm` (a device may do both in
     /// one pass).

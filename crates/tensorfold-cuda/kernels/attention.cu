@@ -1,6 +1,6 @@
 // attention.cu: gated full attention over a round. Keys of a row: the slot's committed rows (16-row pages) then the
-// row's ancestors in the round, visited in position order in tiles of 32 aligned to position 0 with an online
-// softmax merged tile by tile, so a row's bits depend only on its own keys, never on the rest of the round.
+// row's ancestors in the round, in position order, split at fixed positions (tiles of 32, chunks of ACH) whose
+// partials merge in position order, so a row's bits depend only on its own keys, never on the rest of the round.
 // Row metadata: `path_at` in common.cu.
 
 #define AW 1        // warps per block, one (row, head) each (spread over SMs)
@@ -30,20 +30,24 @@ __device__ __forceinline__ void norm_rope_warp(float* v, const float* __restrict
     __syncwarp();
 }
 
-// Normed, rotated keys of the round: k [R, kvh·hd] → kout.
+// Normed, rotated keys and queries of the round, one warp per (row, head): blocks x < kvh take key head x of
+// k [R, kvh·hd] into kout; the others query head x − kvh of qg [R, heads·2·hd] (per head: query | gate) into
+// qout [R, heads·hd], so the chunk blocks of a row share one rotated query.
 extern "C" __global__ void __launch_bounds__(AW * 32)
-    attn_prep_k(const float* __restrict__ k, float* __restrict__ kout, const float* __restrict__ kn,
-                const int* __restrict__ meta, int kvh, int hd, int rd, double theta, float eps) {
+    attn_prep(const float* __restrict__ k, float* __restrict__ kout, const float* __restrict__ kn,
+              const float* __restrict__ qg, float* __restrict__ qout, const float* __restrict__ qn,
+              const int* __restrict__ meta, int kvh, int heads, int hd, int rd, double theta, float eps) {
     __shared__ __align__(16) float ks[AW][HDMAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int h = blockIdx.x * AW + warp, i = blockIdx.y;
-    if (h >= kvh) return;
-    const float* src = k + ((size_t)i * kvh + h) * hd;
+    if (h >= kvh + heads) return;
+    const bool key = h < kvh;
+    const float* src = key ? k + ((size_t)i * kvh + h) * hd : qg + ((size_t)i * heads + (h - kvh)) * 2 * hd;
     float* v = ks[warp];
     for (int d = lane; d < hd; d += 32) v[d] = src[d];
     __syncwarp();
-    norm_rope_warp(v, kn, hd, rd, meta[5 * i + 1], theta, eps);
-    float* dst = kout + ((size_t)i * kvh + h) * hd;
+    norm_rope_warp(v, key ? kn : qn, hd, rd, meta[5 * i + 1], theta, eps);
+    float* dst = key ? kout + ((size_t)i * kvh + h) * hd : qout + ((size_t)i * heads + (h - kvh)) * hd;
     for (int d = lane; d < hd; d += 32) dst[d] = v[d];
 }
 
@@ -59,88 +63,149 @@ __device__ __forceinline__ const float* value_row(int t, int clen, const u64* pa
     return vround + (size_t)path_at(m, paths, t - clen) * row + off;
 }
 
-// qg [R, heads·2·hd] (per head: query | gate) → out [R, heads·hd]. `tables[slot]` is the slot's page-pointer array.
-extern "C" __global__ void __launch_bounds__(AW * 32)
-    attn_rows(const float* __restrict__ qg, const float* __restrict__ kround, const float* __restrict__ vround,
-              float* __restrict__ out, const float* __restrict__ qn, const u64* __restrict__ tables,
-              const int* __restrict__ meta, const int* __restrict__ paths, int heads, int kvh, int hd, int rd,
-              double theta, float eps) {
-    __shared__ __align__(16) float qs[AW][HDMAX];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int h = blockIdx.x * AW + warp, i = blockIdx.y;
-    if (h >= heads) return;
-    const int* m = meta + 5 * i;
-    const int slot = m[0], pos = m[1], clen = m[2], plen = m[4];
-    const int kh = h / (heads / kvh), row = kvh * hd, off = kh * hd;
-    const float* qrow = qg + (size_t)i * heads * 2 * hd + (size_t)h * 2 * hd;
-    float* q = qs[warp];
-    for (int d = lane; d < hd; d += 32) q[d] = qrow[d];
-    __syncwarp();
-    norm_rope_warp(q, qn, hd, rd, pos, theta, eps);
-    const float scale = 1.0f / sqrtf((float)hd);
-    const u64* pages = reinterpret_cast<const u64*>(tables[slot]);
-    const int n = clen + plen;
-    float run_max = NEG_INF, run_sum = 0.0f;
-    float o[HDMAX / 32];
+// The keys of a row are split at fixed positions: tiles of 32 (one warp each: scores, their max, exp-sums and
+// value sums in key order), chunks of ACH positions (one block: its tiles merged in tile order against the chunk's
+// max) and the chunks merged in chunk order against the row's max. Every boundary is a position, so a row's bits
+// depend on its own keys alone (never on the round's rows, its slots or how many chunks the launch holds), and the
+// chunks of a long context run on many SMs at once.
+#define ACH 256              // positions per chunk (one block)
+#define ATILES (ACH / 32)    // tiles per chunk
+#define AWARPS 8             // warps per chunk block: one tile each
+
+// One tile's partial: keys t0.. (up to 32) of a row against the normed, rotated query q (shared). Returns the
+// tile's max score and exp-sum (same in every lane) and adds nothing: o[j] holds Σ_k exp(s_k − max)·v_k[lane+32j].
+__device__ __forceinline__ void attn_tile(const float* q, int t0, int n, int clen, const u64* pages,
+                                          const float* kround, const float* vround, const int* m, const int* paths,
+                                          int row, int off, int hd, float scale, float& tmax, float& tsum,
+                                          float (&o)[HDMAX / 32]) {
+    const int lane = threadIdx.x & 31;
+    const int t = t0 + lane;
+    float s = NEG_INF;
+    if (t < n) {
+        const float4* kp = reinterpret_cast<const float4*>(key_row(t, clen, pages, kround, m, paths, row, off));
+        const float4* qp = reinterpret_cast<const float4*>(q);
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll 16
+        for (int d = 0; d < hd / 4; ++d) {
+            const float4 kv = kp[d], qv = qp[d];
+            a0 = fmaf(qv.x, kv.x, a0);
+            a1 = fmaf(qv.y, kv.y, a1);
+            a2 = fmaf(qv.z, kv.z, a2);
+            a3 = fmaf(qv.w, kv.w, a3);
+        }
+        s = ((a0 + a1) + (a2 + a3)) * scale;
+    }
+    tmax = warp_max(s);
+    const float p = t < n ? expf(s - tmax) : 0.0f;
+    tsum = warp_sum(p);
 #pragma unroll
     for (int j = 0; j < HDMAX / 32; ++j) o[j] = 0.0f;
-    for (int t0 = 0; t0 < n; t0 += 32) {
-        const int t = t0 + lane;
-        float s = NEG_INF;
-        if (t < n) {
-            const float4* kp = reinterpret_cast<const float4*>(key_row(t, clen, pages, kround, m, paths, row, off));
-            const float4* qp = reinterpret_cast<const float4*>(q);
-            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#pragma unroll 8
-            for (int d = 0; d < hd / 4; ++d) {
-                const float4 kv = kp[d], qv = qp[d];
-                a0 = fmaf(qv.x, kv.x, a0);
-                a1 = fmaf(qv.y, kv.y, a1);
-                a2 = fmaf(qv.z, kv.z, a2);
-                a3 = fmaf(qv.w, kv.w, a3);
-            }
-            s = ((a0 + a1) + (a2 + a3)) * scale;
-        }
-        const float new_max = fmaxf(run_max, warp_max(s));
-        const float alpha = expf(run_max - new_max);
-        const float p = t < n ? expf(s - new_max) : 0.0f;
-        run_sum = run_sum * alpha + warp_sum(p);
+    const int cnt = min(32, n - t0);
+    // Values eight keys at a time (their loads in flight together), added in key order.
+    for (int u0 = 0; u0 < cnt; u0 += 8) {
+        float vv[8][HDMAX / 32], pu[8];
 #pragma unroll
-        for (int j = 0; j < HDMAX / 32; ++j) o[j] *= alpha;
-        const int cnt = min(32, n - t0);
-        // Values four keys at a time: their loads are in flight together (a decode row is a chain of such
-        // trips), and they are added in key order as before.
-        for (int u0 = 0; u0 < cnt; u0 += 4) {
-            float vv[4][HDMAX / 32], pu[4];
+        for (int k = 0; k < 8; ++k) {
+            const int u = u0 + k;
+            pu[k] = __shfl_sync(FULL_MASK, p, u & 31);
+            const float* vp = u < cnt ? value_row(t0 + u, clen, pages, vround, m, paths, row, off) : nullptr;
 #pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int u = u0 + k;
-                pu[k] = __shfl_sync(FULL_MASK, p, u & 31);
-                const float* vp = u < cnt ? value_row(t0 + u, clen, pages, vround, m, paths, row, off) : nullptr;
-#pragma unroll
-                for (int j = 0; j < HDMAX / 32; ++j) {
-                    const int d = lane + 32 * j;
-                    vv[k][j] = (vp != nullptr && d < hd) ? vp[d] : 0.0f;
-                }
-            }
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                if (u0 + k >= cnt) break;
-#pragma unroll
-                for (int j = 0; j < HDMAX / 32; ++j) {
-                    const int d = lane + 32 * j;
-                    if (d < hd) o[j] = fmaf(pu[k], vv[k][j], o[j]);
-                }
+            for (int j = 0; j < HDMAX / 32; ++j) {
+                const int d = lane + 32 * j;
+                vv[k][j] = (vp != nullptr && d < hd) ? vp[d] : 0.0f;
             }
         }
-        run_max = new_max;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            if (u0 + k >= cnt) break;
+#pragma unroll
+            for (int j = 0; j < HDMAX / 32; ++j) o[j] = fmaf(pu[k], vv[k][j], o[j]);
+        }
     }
-    const float* gate = qrow + hd;
-    float* orow = out + (size_t)i * heads * hd + (size_t)h * hd;
+}
+
+// Partials of chunk blockIdx.z of rows row0 + blockIdx.y, head blockIdx.x: qr [R, heads·hd] the rotated queries
+// (attn_prep), qg [R, heads·2·hd] for the gates. A row with one chunk writes its output [R, heads·hd] directly
+// (attn_merge's arithmetic for one chunk); otherwise the chunk's (max, sum, value sums) go to
+// part[((i − row0)·heads + h)·nch + c]·(hd + 2).
+extern "C" __global__ void __launch_bounds__(AWARPS * 32)
+    attn_chunk(const float* __restrict__ qr, const float* __restrict__ qg, const float* __restrict__ kround,
+               const float* __restrict__ vround, float* __restrict__ out, float* __restrict__ part,
+               const u64* __restrict__ tables, const int* __restrict__ meta, const int* __restrict__ paths,
+               int heads, int kvh, int hd, int row0, int nch) {
+    __shared__ __align__(16) float q[HDMAX];
+    __shared__ float tmax[ATILES], tsum[ATILES];
+    __shared__ float tout[ATILES][HDMAX];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int h = blockIdx.x, i = row0 + blockIdx.y, c = blockIdx.z;
+    const int* m = meta + 5 * i;
+    const int slot = m[0], clen = m[2], plen = m[4];
+    const int n = clen + plen, first = c * ACH;
+    if (first >= n) return;
+    const int kh = h / (heads / kvh), row = kvh * hd, off = kh * hd;
+    const float* qrow = qg + (size_t)i * heads * 2 * hd + (size_t)h * 2 * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) q[d] = qr[((size_t)i * heads + h) * hd + d];
+    __syncthreads();
+    const float scale = 1.0f / sqrtf((float)hd);
+    const u64* pages = reinterpret_cast<const u64*>(tables[slot]);
+    const int tiles = min(ATILES, (n - first + 31) / 32);
+    for (int tt = warp; tt < tiles; tt += AWARPS) {
+        float o[HDMAX / 32], mx, sm;
+        attn_tile(q, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, off, hd, scale, mx, sm, o);
+        if (lane == 0) {
+            tmax[tt] = mx;
+            tsum[tt] = sm;
+        }
 #pragma unroll
-    for (int j = 0; j < HDMAX / 32; ++j) {
-        const int d = lane + 32 * j;
-        if (d < hd) orow[d] = (o[j] / run_sum) * sigmoid_f(gate[d]);
+        for (int j = 0; j < HDMAX / 32; ++j) {
+            const int d = lane + 32 * j;
+            if (d < hd) tout[tt][d] = o[j];
+        }
+    }
+    __syncthreads();
+    // The tiles in order against the chunk's max; every thread computes the same weights.
+    float cmax = NEG_INF;
+    for (int tt = 0; tt < tiles; ++tt) cmax = fmaxf(cmax, tmax[tt]);
+    float csum = 0.0f;
+    for (int tt = 0; tt < tiles; ++tt) csum = fmaf(tsum[tt], expf(tmax[tt] - cmax), csum);
+    const bool single = n <= ACH;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int tt = 0; tt < tiles; ++tt) acc = fmaf(tout[tt][d], expf(tmax[tt] - cmax), acc);
+        if (single) {
+            // attn_merge of one chunk: its weight exp(cmax − cmax) is exactly 1.
+            out[(size_t)i * heads * hd + (size_t)h * hd + d] = (acc / csum) * sigmoid_f(qrow[hd + d]);
+        } else {
+            float* pp = part + (((size_t)(i - row0) * heads + h) * nch + c) * (hd + 2);
+            pp[2 + d] = acc;
+            if (d == 0) {
+                pp[0] = cmax;
+                pp[1] = csum;
+            }
+        }
+    }
+}
+
+// The chunks of rows row0 + blockIdx.y (head blockIdx.x) merged in chunk order against the row's max, times the
+// gate; rows of one chunk were written by attn_chunk.
+extern "C" __global__ void attn_merge(const float* __restrict__ qg, const float* __restrict__ part,
+                                      float* __restrict__ out, const int* __restrict__ meta, int heads, int hd,
+                                      int row0, int nch) {
+    const int h = blockIdx.x, i = row0 + blockIdx.y;
+    const int* m = meta + 5 * i;
+    const int n = m[2] + m[4];
+    if (n <= ACH) return;
+    const int chunks = (n + ACH - 1) / ACH;
+    const float* pp = part + ((size_t)(i - row0) * heads + h) * nch * (hd + 2);
+    float rmax = NEG_INF;
+    for (int c = 0; c < chunks; ++c) rmax = fmaxf(rmax, pp[c * (hd + 2)]);
+    float rsum = 0.0f;
+    for (int c = 0; c < chunks; ++c) rsum = fmaf(pp[c * (hd + 2) + 1], expf(pp[c * (hd + 2)] - rmax), rsum);
+    const float* gate = qg + (size_t)i * heads * 2 * hd + (size_t)h * 2 * hd + hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int c = 0; c < chunks; ++c) acc = fmaf(pp[c * (hd + 2) + 2 + d], expf(pp[c * (hd + 2)] - rmax), acc);
+        out[(size_t)i * heads * hd + (size_t)h * hd + d] = (acc / rsum) * sigmoid_f(gate[d]);
     }
 }
 

@@ -161,7 +161,7 @@ __device__ __forceinline__ float stream_param(const unsigned char* words4, int s
 // MLX 4-bit codes [out, cols/8] u32, group gs = 32·WPL; a block owns MT tiles of 16 outputs (each warp computes
 // all of them for its groups, so x is read once per MT tiles); D pipeline stages per warp (D − 1 in flight).
 template <int NT, int WPL, typename S, int D, int MT>
-__device__ __forceinline__ void project_stream_a4(const u16* __restrict__ xh, const u16* __restrict__ xl,
+__device__ __forceinline__ void project_stream_a4(int tile, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                   const float* __restrict__ xs, const u32* __restrict__ codes,
                                                   const typename S::raw* __restrict__ scales,
                                                   const typename S::raw* __restrict__ biases, float* __restrict__ y,
@@ -172,7 +172,7 @@ __device__ __forceinline__ void project_stream_a4(const u16* __restrict__ xh, co
     __shared__ __align__(16) unsigned char smem[PIPE > RED ? PIPE : RED];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int ob = blockIdx.x * (MMA_OUT * MT), rt0 = blockIdx.y * NT;
+    const int ob = tile * (MMA_OUT * MT), rt0 = blockIdx.y * NT;
     unsigned char* pipe = smem + warp * D * SB;
     int xrow[NT];
     tile_rows<NT>(xrow, rt0, rows);
@@ -314,12 +314,19 @@ __device__ __forceinline__ void project_stream_a4(const u16* __restrict__ xh, co
     }
 }
 
+// Each kernel projects x by one matrix, or by two of the same shape in one launch (a pair sharing x, e.g. gate and
+// up): blocks from `split` on take the second (codes2 … y2) with the same tiles, so each output gets the bits of
+// its own launch. One matrix: split = the grid's width.
 #define STREAM_A4(NT, WPL, NAME, S, D, MT)                                                                       \
     extern "C" __global__ void __launch_bounds__(stream_warps<WPL, D, MT>() * 32)                                 \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT(                                                \
             const u16* xh, const u16* xl, const float* xs, const u32* codes, const S::raw* scales,               \
-            const S::raw* biases, float* y, int rows, int out, int cols) {                                       \
-        project_stream_a4<NT, WPL, S, D, MT>(xh, xl, xs, codes, scales, biases, y, rows, out, cols);              \
+            const S::raw* biases, float* y, const u32* codes2, const S::raw* scales2, const S::raw* biases2,    \
+            float* y2, int split, int rows, int out, int cols) {                                                 \
+        const bool second = (int)blockIdx.x >= split;                                                            \
+        project_stream_a4<NT, WPL, S, D, MT>(second ? blockIdx.x - split : blockIdx.x, xh, xl, xs,               \
+                                             second ? codes2 : codes, second ? scales2 : scales,                 \
+                                             second ? biases2 : biases, second ? y2 : y, rows, out, cols);        \
     }
 #define STREAM_A4_NT(WPL, NAME, S, D, MT) \
     STREAM_A4(1, WPL, NAME, S, D, MT) STREAM_A4(2, WPL, NAME, S, D, MT) STREAM_A4(4, WPL, NAME, S, D, MT)

@@ -1,47 +1,82 @@
 // rowwise.cu: RMSNorm (one block per row, one fixed reduction tree), residual add, SwiGLU and row gathers (the
 // norms and SwiGLU may also write the tensor-core form of their output); each output depends on its own row only.
 
-// y = RMSNorm(x)·w, and y's tensor-core form (project_mma.cu's prepare_store) when prep != 0, which saves the
-// prepare_x launch; prep needs cols % 32 == 0 (each warp's lanes then take 32 consecutive columns on every pass).
-extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                                    u16* __restrict__ yh, u16* __restrict__ yl, float* __restrict__ ys, int cols,
-                                    float eps, int prep) {
-    __shared__ float scratch[32];
-    const size_t row0 = (size_t)blockIdx.x * cols;
-    const float* xr = x + row0;
-    float ss = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) ss = fmaf(xr[c], xr[c], ss);
-    ss = block_sum(ss, scratch);
-    const float inv = 1.0f / sqrtf(ss / (float)cols + eps);
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        const float v = (xr[c] * inv) * w[c];
-        y[row0 + c] = v;
-        if (prep) prepare_store(row0 + c, v, yh, yl, ys);
-    }
-}
+#define RN_REG 8  // columns per thread a norm holds in registers (rows of up to 8·blockDim columns)
 
-// x += y, then rms_norm of the new x into out (its tensor-core form too when prep != 0): the bits of add_assign
-// then rms_norm launched with the same threads (each thread adds the columns it then squares and scales).
-extern "C" __global__ void add_rms_norm(float* __restrict__ x, const float* __restrict__ y,
+// One block's row of x (plus y, written back into x, when y is given) → out = RMSNorm·w, and out's tensor-core
+// form (project_mma.cu's prepare_store) when prep != 0 (cols % 32 == 0: each warp's lanes then take 32
+// consecutive columns on every pass). Each thread sums the squares of columns tid, tid + blockDim, … in that
+// order and block_sum adds the threads' partials, whichever branch runs, so the fused add and the plain norm give
+// the same bits. Rows that fit are loaded once, with w, before the reduction (one memory trip, not three).
+__device__ __forceinline__ void rms_row(float* __restrict__ x, const float* __restrict__ y,
                                         const float* __restrict__ w, float* __restrict__ out, u16* __restrict__ oh,
-                                        u16* __restrict__ ol, float* __restrict__ os, int cols, float eps, int prep) {
+                                        u16* __restrict__ ol, float* __restrict__ os, int cols, float eps,
+                                        int prep) {
     __shared__ float scratch[32];
     const size_t row0 = (size_t)blockIdx.x * cols;
     float* xr = x + row0;
-    const float* yr = y + row0;
+    const int tid = threadIdx.x, nt = blockDim.x;
     float ss = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        const float v = xr[c] + yr[c];
-        xr[c] = v;
+    if (cols <= RN_REG * nt) {
+        float v[RN_REG], wv[RN_REG];
+#pragma unroll
+        for (int k = 0; k < RN_REG; ++k) {
+            const int c = tid + k * nt;
+            v[k] = wv[k] = 0.0f;
+            if (c < cols) {
+                v[k] = y != nullptr ? xr[c] + y[row0 + c] : xr[c];
+                wv[k] = w[c];
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < RN_REG; ++k) {
+            const int c = tid + k * nt;
+            if (c < cols) {
+                if (y != nullptr) xr[c] = v[k];
+                ss = fmaf(v[k], v[k], ss);
+            }
+        }
+        ss = block_sum(ss, scratch);
+        const float inv = 1.0f / sqrtf(ss / (float)cols + eps);
+#pragma unroll
+        for (int k = 0; k < RN_REG; ++k) {
+            const int c = tid + k * nt;
+            if (c < cols) {
+                const float o = (v[k] * inv) * wv[k];
+                out[row0 + c] = o;
+                if (prep) prepare_store(row0 + c, o, oh, ol, os);
+            }
+        }
+        return;
+    }
+    for (int c = tid; c < cols; c += nt) {
+        const float v = y != nullptr ? xr[c] + y[row0 + c] : xr[c];
+        if (y != nullptr) xr[c] = v;
         ss = fmaf(v, v, ss);
     }
     ss = block_sum(ss, scratch);
     const float inv = 1.0f / sqrtf(ss / (float)cols + eps);
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        const float v = (xr[c] * inv) * w[c];
-        out[row0 + c] = v;
-        if (prep) prepare_store(row0 + c, v, oh, ol, os);
+    for (int c = tid; c < cols; c += nt) {
+        const float o = (xr[c] * inv) * w[c];
+        out[row0 + c] = o;
+        if (prep) prepare_store(row0 + c, o, oh, ol, os);
     }
+}
+
+// y = RMSNorm(x)·w per row (one block each), and y's tensor-core form when prep != 0 (no prepare_x launch).
+extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+                                    u16* __restrict__ yh, u16* __restrict__ yl, float* __restrict__ ys, int cols,
+                                    float eps, int prep) {
+    // x is only read when no residual is given.
+    rms_row(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, cols, eps, prep);
+}
+
+// x += y, then rms_norm of the new x into out (its tensor-core form too when prep != 0): the bits of add_assign
+// then rms_norm launched with the same threads.
+extern "C" __global__ void add_rms_norm(float* __restrict__ x, const float* __restrict__ y,
+                                        const float* __restrict__ w, float* __restrict__ out, u16* __restrict__ oh,
+                                        u16* __restrict__ ol, float* __restrict__ os, int cols, float eps, int prep) {
+    rms_row(x, y, w, out, oh, ol, os, cols, eps, prep);
 }
 
 extern "C" __global__ void add_assign(float* __restrict__ x, const float* __restrict__ y, u64 n) {

@@ -10,9 +10,14 @@ use tensorfold_backend::{AttnParams, AttnSpec, RowRef};
 
 /// Positions per page (PAGE in attention.cu).
 pub const PAGE_ROWS: usize = 16;
-/// Largest head_dim the kernels hold (HDMAX); heads per block (AW).
+/// Largest head_dim the kernels hold (HDMAX); heads per block of attn_prep (AW).
 const HDMAX: usize = 256;
 const AW: usize = 1;
+/// Positions per chunk block (ACH) and its warps (AWARPS) in attention.cu.
+const CHUNK: usize = 256;
+const CHUNK_WARPS: usize = 8;
+/// Most floats of chunk partials one attention launch writes (256 MiB), so long prefills run in slices of rows.
+const PART_FLOATS: usize = 1 << 26;
 
 /// Pages of `[2, PAGE_ROWS, row]` f32 (keys then values), at most `capacity` taken at once.
 pub struct KvPool {
@@ -229,17 +234,22 @@ pub(crate) fn gated_attention(
     let t = round_rows(rows, &committed);
     let (meta, paths) = (dev.i32s(&t.meta), dev.i32s(&t.paths));
     let kround = dev.alloc::<f32>(r * kvh * hd);
+    let qround = dev.alloc::<f32>(r * heads * hd);
     let theta = s.rope_theta;
     dev.launch(
-        "attn_prep_k",
-        (kvh.div_ceil(AW) as u32, r as u32, 1),
+        "attn_prep",
+        ((kvh + heads).div_ceil(AW) as u32, r as u32, 1),
         (AW * 32) as u32,
         &[
             Arg::P(dev.ptr(&k.buf)),
             Arg::P(dev.ptr(&kround)),
             Arg::P(dev.ptr(&p.k_norm.buf)),
+            Arg::P(dev.ptr(&qg.buf)),
+            Arg::P(dev.ptr(&qround)),
+            Arg::P(dev.ptr(&p.q_norm.buf)),
             Arg::P(dev.ptr(&*meta)),
             Arg::I(kvh as i32),
+            Arg::I(heads as i32),
             Arg::I(hd as i32),
             Arg::I(s.rotary_dim as i32),
             Arg::D(theta),
@@ -248,27 +258,63 @@ pub(crate) fn gated_attention(
     );
     let tables: Vec<u64> = states.iter().map(|st| st.table_ptr()).collect();
     let tables = dev.u64s(&tables);
-    dev.launch(
-        "attn_rows",
-        (heads.div_ceil(AW) as u32, r as u32, 1),
-        (AW * 32) as u32,
-        &[
-            Arg::P(dev.ptr(&qg.buf)),
-            Arg::P(dev.ptr(&kround)),
-            Arg::P(dev.ptr(&v.buf)),
-            Arg::P(dev.ptr(&out.buf)),
-            Arg::P(dev.ptr(&p.q_norm.buf)),
-            Arg::P(dev.ptr(&*tables)),
-            Arg::P(dev.ptr(&*meta)),
-            Arg::P(dev.ptr(&*paths)),
-            Arg::I(heads as i32),
-            Arg::I(kvh as i32),
-            Arg::I(hd as i32),
-            Arg::I(s.rotary_dim as i32),
-            Arg::D(theta),
-            Arg::F(p.eps),
-        ],
-    );
+    // Chunks of the row with the most keys; rows of one chunk are finished by attn_chunk itself.
+    let nch = (0..r)
+        .map(|i| (t.meta[5 * i + 2] + t.meta[5 * i + 4]).max(1) as usize)
+        .max()
+        .unwrap_or(1)
+        .div_ceil(CHUNK);
+    // Partials of many-chunk rows, a slice of rows at a time so the scratch stays bounded in long prefills.
+    let per_row = heads * nch * (hd + 2);
+    let slice = if nch > 1 {
+        (PART_FLOATS / per_row).clamp(1, r)
+    } else {
+        r
+    };
+    let part = (nch > 1).then(|| dev.alloc::<f32>(slice * per_row));
+    let part_ptr = part.as_ref().map_or(0, |b| dev.ptr(b));
+    let merge_threads = (hd.div_ceil(32) * 32) as u32;
+    for row0 in (0..r).step_by(slice) {
+        let rows_here = slice.min(r - row0) as u32;
+        dev.launch(
+            "attn_chunk",
+            (heads as u32, rows_here, nch as u32),
+            (CHUNK_WARPS * 32) as u32,
+            &[
+                Arg::P(dev.ptr(&qround)),
+                Arg::P(dev.ptr(&qg.buf)),
+                Arg::P(dev.ptr(&kround)),
+                Arg::P(dev.ptr(&v.buf)),
+                Arg::P(dev.ptr(&out.buf)),
+                Arg::P(part_ptr),
+                Arg::P(dev.ptr(&*tables)),
+                Arg::P(dev.ptr(&*meta)),
+                Arg::P(dev.ptr(&*paths)),
+                Arg::I(heads as i32),
+                Arg::I(kvh as i32),
+                Arg::I(hd as i32),
+                Arg::I(row0 as i32),
+                Arg::I(nch as i32),
+            ],
+        );
+        if nch > 1 {
+            dev.launch(
+                "attn_merge",
+                (heads as u32, rows_here, 1),
+                merge_threads,
+                &[
+                    Arg::P(dev.ptr(&qg.buf)),
+                    Arg::P(part_ptr),
+                    Arg::P(dev.ptr(&out.buf)),
+                    Arg::P(dev.ptr(&*meta)),
+                    Arg::I(heads as i32),
+                    Arg::I(hd as i32),
+                    Arg::I(row0 as i32),
+                    Arg::I(nch as i32),
+                ],
+            );
+        }
+    }
     let round = Arc::new(KvRound {
         k: kround,
         v: v.buf.clone(),

@@ -186,6 +186,9 @@ impl Backend for CudaBackend {
     fn project(&self, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
         project::project(&self.dev, x, w)
     }
+    fn project_pair(&self, x: &CudaAct, w1: &CudaMatrix, w2: &CudaMatrix) -> (CudaAct, CudaAct) {
+        project::project_pair(&self.dev, x, w1, w2)
+    }
     fn add_assign(&self, x: &mut CudaAct, y: &CudaAct) {
         ops::add_assign(&self.dev, x, y)
     }

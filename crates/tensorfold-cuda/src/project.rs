@@ -23,7 +23,7 @@ pub(crate) fn project_staged(dev: &Dev, x: &CudaAct, w: &CudaMatrix, stages: usi
     );
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     if let Some(kernel) = mma_kernel(w) {
-        return project_mma(dev, x, w, &kernel, stages);
+        return project_mma(dev, x, w, None, &kernel, stages).0;
     }
     let y = new_act(dev, rows, out_f);
     let grid = (blocks(out_f, PW * OPW) * blocks(rows, RT), 1, 1);
@@ -201,12 +201,19 @@ fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
     })
 }
 
-/// y = x Wᵀ on tensor cores: 16 output features per block, its warps splitting the column groups (a number set
-/// by the shape alone), 1, 2 or 4 tiles of 8 rows per block by the row count (the same per-tile code).
-fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str, stages: usize) -> CudaAct {
-    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
-    let y = new_act(dev, rows, out_f);
-    let p = prepared(dev, x);
+/// How a tensor-core projection of a call's rows is launched: the kernel, its grid and warps, and whether it is a
+/// streamed kernel (project_stream.cu, which can also take a pair of matrices in one launch).
+struct MmaPlan {
+    name: String,
+    grid: (u32, u32, u32),
+    warps: usize,
+    streamed: bool,
+}
+
+/// 16 output features per block, its warps splitting the column groups (a number set by the shape alone), 1, 2
+/// or 4 tiles of 8 rows per block by the row count (the same per-tile code).
+fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan {
+    let out_f = w.rows();
     let nt = match rows {
         0..=8 => 1,
         9..=16 => 2,
@@ -232,27 +239,6 @@ fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str, stages: usi
         }
         _ => false,
     };
-    let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
-    match w {
-        CudaMatrix::Dense { data, .. } => args.push(Arg::P(dev.ptr(data))),
-        CudaMatrix::Affine {
-            codes,
-            scales,
-            biases,
-            ..
-        } => args.extend([
-            Arg::P(dev.ptr(&p.sums)),
-            Arg::P(dev.ptr(codes)),
-            Arg::P(dev.ptr(scales)),
-            Arg::P(dev.ptr(biases)),
-        ]),
-    }
-    args.extend([
-        Arg::P(dev.ptr(&y.buf)),
-        Arg::I(rows as i32),
-        Arg::I(out_f as i32),
-        Arg::I(cols as i32),
-    ]);
     let name = if streamed {
         format!(
             "{}_nt{nt}_s{stages}_m{tiles}",
@@ -262,12 +248,126 @@ fn project_mma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, kernel: &str, stages: usi
         format!("{kernel}_nt{nt}")
     };
     let tiles = if streamed { tiles } else { 1 };
-    let grid = (blocks(out_f, 16 * tiles), blocks(rows, 8 * nt), 1);
+    MmaPlan {
+        name,
+        grid: (blocks(out_f, 16 * tiles), blocks(rows, 8 * nt), 1),
+        warps,
+        streamed,
+    }
+}
+
+/// The weight arguments of a tensor-core kernel (codes, scales, biases of 4-bit weights; the data of bf16 ones).
+fn weight_args(dev: &Dev, w: &CudaMatrix) -> Vec<Arg> {
+    match w {
+        CudaMatrix::Dense { data, .. } => vec![Arg::P(dev.ptr(data))],
+        CudaMatrix::Affine {
+            codes,
+            scales,
+            biases,
+            ..
+        } => vec![
+            Arg::P(dev.ptr(codes)),
+            Arg::P(dev.ptr(scales)),
+            Arg::P(dev.ptr(biases)),
+        ],
+    }
+}
+
+/// y = x Wᵀ on tensor cores (see mma_plan), and x W₂ᵀ by the same launch when `w2` (of W's shape) is given and
+/// the kernel is a streamed one.
+fn project_mma(
+    dev: &Dev,
+    x: &CudaAct,
+    w: &CudaMatrix,
+    w2: Option<&CudaMatrix>,
+    kernel: &str,
+    stages: usize,
+) -> (CudaAct, Option<CudaAct>) {
+    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
+    let plan = mma_plan(rows, w, kernel, stages);
+    let w2 = w2.filter(|_| plan.streamed);
+    let y = new_act(dev, rows, out_f);
+    let y2 = w2.map(|_| new_act(dev, rows, out_f));
+    let p = prepared(dev, x);
+    let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
+    if matches!(w, CudaMatrix::Affine { .. }) {
+        args.push(Arg::P(dev.ptr(&p.sums)));
+    }
+    args.extend(weight_args(dev, w));
+    args.push(Arg::P(dev.ptr(&y.buf)));
+    let mut grid = plan.grid;
+    if plan.streamed {
+        // The second matrix's blocks follow the first's (one matrix: the first's arguments again, never read).
+        args.extend(weight_args(dev, w2.unwrap_or(w)));
+        args.push(Arg::P(dev.ptr(&y2.as_ref().unwrap_or(&y).buf)));
+        args.push(Arg::I(grid.0 as i32));
+        if w2.is_some() {
+            grid.0 *= 2;
+        }
+    }
+    args.extend([
+        Arg::I(rows as i32),
+        Arg::I(out_f as i32),
+        Arg::I(cols as i32),
+    ]);
     // Profiled per shape, so the profile gives each matrix's bandwidth.
-    let label = dev
-        .profile
-        .enabled
-        .then(|| format!("{name} {out_f}x{cols}"));
-    dev.launch_as(&name, label.as_deref(), grid, (warps * 32) as u32, &args);
-    y
+    let label = dev.profile.enabled.then(|| {
+        let pair = if w2.is_some() { " pair" } else { "" };
+        format!("{} {out_f}x{cols}{pair}", plan.name)
+    });
+    dev.launch_as(
+        &plan.name,
+        label.as_deref(),
+        grid,
+        (plan.warps * 32) as u32,
+        &args,
+    );
+    (y, y2)
+}
+
+/// x W₁ᵀ and x W₂ᵀ: one launch when both are 4-bit matrices of one shape and format on a streamed kernel, each
+/// output with the bits of its own `project`; otherwise two projections.
+pub(crate) fn project_pair(
+    dev: &Dev,
+    x: &CudaAct,
+    w1: &CudaMatrix,
+    w2: &CudaMatrix,
+) -> (CudaAct, CudaAct) {
+    let same = match (w1, w2) {
+        (
+            CudaMatrix::Affine {
+                bits: b1,
+                group_size: g1,
+                scale_dtype: s1,
+                ..
+            },
+            CudaMatrix::Affine {
+                bits: b2,
+                group_size: g2,
+                scale_dtype: s2,
+                ..
+            },
+        ) => (b1, g1, s1) == (b2, g2, s2) && (w1.rows(), w1.cols()) == (w2.rows(), w2.cols()),
+        _ => false,
+    };
+    if let (true, Some(kernel)) = (same && pair_enabled(), mma_kernel(w1)) {
+        assert_eq!(
+            x.cols,
+            w1.cols(),
+            "project: x has {} columns, W has {}",
+            x.cols,
+            w1.cols()
+        );
+        if let (y1, Some(y2)) = project_mma(dev, x, w1, Some(w2), &kernel, mma_layout().0) {
+            return (y1, y2);
+        }
+    }
+    (project(dev, x, w1), project(dev, x, w2))
+}
+
+/// Whether pairs of matrices sharing an input may share a launch (`TENSORFOLD_CUDA_PAIR=0`: two launches, for
+/// before/after measurements in one run; the bits are the same).
+fn pair_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_PAIR").map_or(true, |v| v != "0"))
 }

@@ -399,6 +399,43 @@ pub fn run(gpu: &CudaBackend) -> Report {
             );
         }
     }
+    check_pairs(&mut rep, gpu, &mut rng);
     mix::check_mixers(&mut rep, &cpu, gpu, &mut rng);
     rep
+}
+
+/// Two 4-bit matrices of one shape sharing an input run in one launch (project_pair): each output bit for bit
+/// its own projection's, on 1, 9 and 64 rows, with few and many outputs and every group size.
+fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
+    for (gs, sd, out_f, cols) in [
+        (64usize, DenseDType::BF16, 37usize, 256usize),
+        (32, DenseDType::F16, 40, 1024),
+        (128, DenseDType::F32, 40, 1024),
+        (64, DenseDType::BF16, 1040, 2048),
+    ] {
+        let (m1, m2) = (
+            affine(rng, 4, gs, sd, out_f, cols),
+            affine(rng, 4, gs, sd, out_f, cols),
+        );
+        let (w1, w2) = (
+            gpu.matrix(&m1).expect("upload"),
+            gpu.matrix(&m2).expect("upload"),
+        );
+        for rows in [1usize, 9, 64] {
+            let xa = act(gpu, rows, cols, &rng.vec(rows * cols, 1.0));
+            let (p1, p2) = gpu.project_pair(&xa, &w1, &w2);
+            let mut got = gpu.to_host(&p1);
+            got.extend(gpu.to_host(&p2));
+            let mut want = gpu.to_host(&gpu.project(&xa, &w1));
+            want.extend(gpu.to_host(&gpu.project(&xa, &w2)));
+            rep.same(
+                &format!(
+                    "project pair MLX 4-bit g{gs} {} {out_f}x{cols}, {rows} rows == two projections",
+                    sd.name()
+                ),
+                &got,
+                &want,
+            );
+        }
+    }
 }

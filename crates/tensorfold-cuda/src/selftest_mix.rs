@@ -422,6 +422,7 @@ pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend
             p: attn_params(gpu, s, &mut Rng(seed)),
         };
         compare(rep, name, &c, &g);
+        check_long_attention(rep, name, &c, &g);
     }
     let lin_specs = [
         (
@@ -471,6 +472,75 @@ pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend
     }
 }
 
+/// What the long-context scenario produced on one backend.
+struct LongRun {
+    /// Slot 0's 600 prefill rows, run as 300 + 300 beside slot 1's 40.
+    prefill: Vec<f32>,
+    /// The chain round after it: slot 0's 3 rows then slot 1's 2.
+    chain: Vec<f32>,
+    /// Slot 0's 600 rows as one round alone, and its 3-row chain alone.
+    whole: Vec<f32>,
+    alone: Vec<f32>,
+}
+
+/// Attention rows whose keys span several chunk blocks (merged by attn_merge on the device).
+fn long_run<M: Mix>(m: &M) -> LongRun {
+    const HALF: usize = 300;
+    let (mut s0, mut s1) = (m.fresh(), m.fresh());
+    let mut prefill = Vec::new();
+    for half in 0..2 {
+        let mut rows = chain(0, half * HALF, 0, HALF, (half * HALF) as u64);
+        if half == 0 {
+            rows.extend(chain(1, 0, HALF, 40, 900));
+        }
+        let out = m.round(&rows, &mut [&mut s0, &mut s1]);
+        prefill.extend_from_slice(&out[..HALF * m.out_cols()]);
+        m.keep(&mut s0, &(0..HALF).collect::<Vec<_>>());
+        if half == 0 {
+            m.keep(&mut s1, &(HALF..HALF + 40).collect::<Vec<_>>());
+        }
+    }
+    let copy = m.copy(&s0);
+    let mut rows = chain(0, 2 * HALF, 0, 3, 5000);
+    rows.extend(chain(1, 40, 3, 2, 6000));
+    let chain_out = m.round(&rows, &mut [&mut s0, &mut s1]);
+    let mut alone_st = copy;
+    let alone = m.round(&chain(0, 2 * HALF, 0, 3, 5000), &mut [&mut alone_st]);
+    let mut fresh = m.fresh();
+    let whole = m.round(&chain(0, 0, 0, 2 * HALF, 0), &mut [&mut fresh]);
+    LongRun {
+        prefill,
+        chain: chain_out,
+        whole,
+        alone,
+    }
+}
+
+fn check_long_attention<C: Mix, G: Mix>(rep: &mut Report, name: &str, cpu: &C, gpu: &G) {
+    let (want, got) = (long_run(cpu), long_run(gpu));
+    let cols = gpu.out_cols();
+    rep.close(
+        &format!("{name}: 600-row prefill outputs vs cpu"),
+        rel_err(&got.prefill, &want.prefill),
+        2e-4,
+    );
+    rep.close(
+        &format!("{name}: chain round at 600 keys vs cpu"),
+        rel_err(&got.chain, &want.chain),
+        2e-4,
+    );
+    rep.same(
+        &format!("{name}: 600-row prefill as 300+300 among others == whole, alone"),
+        &got.prefill,
+        &got.whole,
+    );
+    rep.same(
+        &format!("{name}: chain at 600 keys among others == alone"),
+        &got.chain[..3 * cols],
+        &got.alone,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,6 +561,7 @@ mod tests {
             p: attn_params(&cpu, s, &mut Rng(7)),
         };
         compare(&mut rep, "attention", &a, &a);
+        check_long_attention(&mut rep, "attention", &a, &a);
         let s = LinearSpec {
             key_heads: 1,
             value_heads: 3,

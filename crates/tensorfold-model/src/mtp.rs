@@ -214,17 +214,12 @@ impl<B: Backend> Mtp<B> {
         be.add_assign(&mut u, &be.project(&hh, &self.fc_hidden));
         let a = be.rms_norm(&u, &self.input_norm, eps);
         let mut kv: Vec<&mut B::KvState> = slots.iter_mut().map(|s| &mut s.kv).collect();
-        let y = be.gated_attention(
-            &self.attn,
-            &be.project(&a, &self.q),
-            &be.project(&a, &self.k),
-            &be.project(&a, &self.v),
-            rows,
-            &mut kv,
-        );
+        let (k, v) = be.project_pair(&a, &self.k, &self.v);
+        let y = be.gated_attention(&self.attn, &be.project(&a, &self.q), &k, &v, rows, &mut kv);
         be.add_assign(&mut u, &be.project(&y, &self.o));
         let m = be.rms_norm(&u, &self.post_norm, eps);
-        let act = be.swiglu(&be.project(&m, &self.gate), &be.project(&m, &self.up));
+        let (gate, up) = be.project_pair(&m, &self.gate, &self.up);
+        let act = be.swiglu(&gate, &up);
         be.add_assign(&mut u, &be.project(&act, &self.down));
         if out_rows.is_empty() {
             return Ok(MtpOut {

@@ -270,12 +270,13 @@ impl<B: Backend> Qwen35<B> {
                 Mixer::Linear(l) => {
                     let mut st: Vec<&mut B::LinearState> =
                         slots.iter_mut().map(|s| s.layers[li].linear()).collect();
+                    let (b, a) = be.project_pair(&u, &l.b, &l.a);
                     let y = be.gated_deltanet(
                         &l.params,
                         &be.project(&u, &l.qkv),
                         &be.project(&u, &l.z),
-                        &be.project(&u, &l.b),
-                        &be.project(&u, &l.a),
+                        &b,
+                        &a,
                         rows,
                         &mut st,
                     );
@@ -284,22 +285,15 @@ impl<B: Backend> Qwen35<B> {
                 Mixer::Attn(l) => {
                     let mut st: Vec<&mut B::KvState> =
                         slots.iter_mut().map(|s| s.layers[li].kv()).collect();
-                    let y = be.gated_attention(
-                        &l.params,
-                        &be.project(&u, &l.q),
-                        &be.project(&u, &l.k),
-                        &be.project(&u, &l.v),
-                        rows,
-                        &mut st,
-                    );
+                    let (k, v) = be.project_pair(&u, &l.k, &l.v);
+                    let y =
+                        be.gated_attention(&l.params, &be.project(&u, &l.q), &k, &v, rows, &mut st);
                     be.project(&y, &l.o)
                 }
             };
             let u = be.add_rms_norm(&mut h, &mixed, &layer.post_norm, eps);
-            let act = be.swiglu(
-                &be.project(&u, &layer.mlp.gate),
-                &be.project(&u, &layer.mlp.up),
-            );
+            let (gate, up) = be.project_pair(&u, &layer.mlp.gate, &layer.mlp.up);
+            let act = be.swiglu(&gate, &up);
             pending = Some(be.project(&act, &layer.mlp.down));
         }
         if let Some(d) = pending {

@@ -239,6 +239,16 @@ pub fn bench(
         if let Some(r) = be.profile_report() {
             println!("profile of 8 decode rounds:\n{r}");
         }
+        // And of a drafted window's round: 16 rows of one stream (forward only, as timed below).
+        be.profile_reset();
+        let rows: Vec<RowRef> = (0..16).map(|i| RowRef::chain(0, 72, 0, i)).collect();
+        let all: Vec<usize> = (0..16).collect();
+        for _ in 0..4 {
+            m.forward(&rows, &ids(vocab, 16, 9), &mut [&mut slot], &all)?;
+        }
+        if let Some(r) = be.profile_report() {
+            println!("profile of 4 rounds of 16 rows:\n{r}");
+        }
         be.profile_reset();
     }
     // Round cost by rows of one stream's window (forward only), after 64 committed tokens.
@@ -302,13 +312,30 @@ pub fn bench(
     for &len in prefill_lens {
         let prompt = ids(vocab, len, 30);
         let s = Instant::now();
-        let _ = prefill(&m, &prompt, 2048)?;
+        let mut slot = prefill(&m, &prompt, 2048)?;
         be.synchronize();
         let t = s.elapsed().as_secs_f64();
         println!(
             "| prefill {len} tokens (chunks of 2048) | {:.0} tok/s | {:.2} s |",
             len as f64 / t,
             t
+        );
+        // One-stream decode with that prompt in context (attention reads every committed key).
+        let steps = 8;
+        let s = Instant::now();
+        for step in 0..steps {
+            m.forward_chains(
+                &[RowRef::chain(0, len + step, 0, 0)],
+                &[7],
+                &mut [&mut slot],
+                &[0],
+            )?;
+        }
+        let t = s.elapsed().as_secs_f64();
+        println!(
+            "| decode at {len} tokens of context | {:.1} tok/s | {:.2} ms per token |",
+            steps as f64 / t,
+            t * 1e3 / steps as f64
         );
     }
     Ok(())

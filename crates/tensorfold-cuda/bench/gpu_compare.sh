@@ -1,0 +1,39 @@
+#!/bin/bash
+# gpu_compare.sh FINAL BUDGET_S LABEL=BIN... : on the GPU machine, one call: backend-ops and every equality suite
+# with the last binary, then all binaries alternated on the 27B MLX 4-bit shape (quick decode and 16-row rounds,
+# twice), the full sweep with 2k and 16k prompts (prefill, decode at that context) for each, and profiles of 1-row
+# and 16-row rounds with the last binary.
+FINAL=${1:?out dir}; BUDGET=${2:-420}; shift 2
+OUT=/tmp/tflogs
+mkdir -p "$OUT" "$FINAL"
+export TENSORFOLD_CACHE_DIR=/tmp/tfcache
+T0=$(date +%s)
+. "$(dirname "$0")/steps.sh"
+labels=(); bins=()
+for a in "$@"; do labels+=("${a%%=*}"); bins+=("${a#*=}"); done
+NEW=${bins[-1]}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/env.log" 2>&1
+step check-ops 90 "$NEW" check --device cuda --ops --quick --model fixtures/tiny-wrapper-bf16
+step check-coder 30 "$NEW" check --device cuda --quick --model models/tensorfold-coder-tiny
+for f in tiny-wrapper-bf16 tiny-mlx-4bit tiny-mlx-mixed tiny-flat-f32-sharded tiny-flat-f16-notok; do
+  step full-$f 40 "$NEW" check --device cuda --model fixtures/$f
+done
+grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF|^error|panicked" "$OUT"/check-*.log "$OUT"/full-*.log | head -30
+step synth-27b-mlx4 60 "$NEW" synth --shape 27b --format mlx4 --out /tmp/s27m4
+for i in 1 2; do
+  for k in "${!bins[@]}"; do
+    b=${labels[$k]}
+    step quick-$b-$i 25 "${bins[$k]}" bench --device cuda --model /tmp/s27m4 --decode-tokens 16 --repeat 2 --quick
+    echo "$b $i: $(grep -m1 'decode, 1 stream' "$OUT/quick-$b-$i.log") $(grep 'round of 16' "$OUT/quick-$b-$i.log")"
+  done
+done
+step quick-nopair 25 env TENSORFOLD_CUDA_PAIR=0 "$NEW" bench --device cuda --model /tmp/s27m4 --decode-tokens 16 --repeat 2 --quick
+echo "nopair: $(grep -m1 'decode, 1 stream' "$OUT/quick-nopair.log") $(grep 'round of 16' "$OUT/quick-nopair.log")"
+step profile 40 env TENSORFOLD_CUDA_PROFILE=1 "$NEW" bench --device cuda --model /tmp/s27m4 --decode-tokens 16 --repeat 1 --quick
+for k in $(seq $(( ${#bins[@]} - 1 )) -1 0); do
+  b=${labels[$k]}
+  step long-$b 100 "${bins[$k]}" bench --device cuda --model /tmp/s27m4 --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384
+  grep -E 'prefill|decode|streams|round of' "$OUT/long-$b.log" | sed "s/^/$b /"
+done
+echo "total $(( $(date +%s) - T0 ))s"
+for f in "$OUT"/*.log; do echo "===== $(basename $f)"; cat "$f"; done > "$FINAL/all.log"
