@@ -1,8 +1,8 @@
 #!/bin/bash
 # gpu_compare.sh FINAL BUDGET_S LABEL=BIN... : on the GPU machine, one call: backend-ops and every equality suite
 # with the last binary, then all binaries alternated on the 27B MLX 4-bit shape (quick decode and 16-row rounds,
-# twice), the full sweep with 2k and 16k prompts (prefill, decode at that context) for each, and profiles of 1-row
-# and 16-row rounds with the last binary.
+# twice), the full sweep with prompts of $PREFILL_LENS tokens (default 2048,16384: prefill, then decode at that
+# context) for each, and profiles of 1-row and 16-row rounds with the last binary.
 FINAL=${1:?out dir}; BUDGET=${2:-420}; shift 2
 OUT=/tmp/tflogs
 mkdir -p "$OUT" "$FINAL"
@@ -32,7 +32,7 @@ echo "nopair: $(grep -m1 'decode, 1 stream' "$OUT/quick-nopair.log") $(grep 'rou
 step profile 40 env TENSORFOLD_CUDA_PROFILE=1 "$NEW" bench --device cuda --model /tmp/s27m4 --decode-tokens 16 --repeat 1 --quick
 for k in $(seq $(( ${#bins[@]} - 1 )) -1 0); do
   b=${labels[$k]}
-  step long-$b 100 "${bins[$k]}" bench --device cuda --model /tmp/s27m4 --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384
+  step long-$b 100 "${bins[$k]}" bench --device cuda --model /tmp/s27m4 --decode-tokens 16 --repeat 1 --prefill-lens "${PREFILL_LENS:-2048,16384}"
   grep -E 'prefill|decode|streams|round of' "$OUT/long-$b.log" | sed "s/^/$b /"
 done
 echo "total $(( $(date +%s) - T0 ))s"
