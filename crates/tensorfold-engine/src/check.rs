@@ -307,7 +307,7 @@ pub fn equality_suite<B: Backend>(
                 drafts: true,
                 mtp: false,
                 parallel: 12,
-                drafter: DrafterFactory::context_copy_with(eager_copies),
+                drafter: DrafterFactory::context_copy_with(eager_copies.clone()),
                 ..base.clone()
             },
         ),
@@ -381,10 +381,12 @@ pub fn equality_suite<B: Backend>(
         }
     }
     // resume == fresh: a request whose prompt extends an earlier one resumes from the cache, plain and drafted
-    // (copies and the MTP head, which resumes with the cached rows' context).
+    // (eager copies, else the head's full chains, which resume with the cached rows' context).
     let drafted = EngineConfig {
         drafts: true,
-        ..EngineConfig::default()
+        drafter: DrafterFactory::context_copy_with(eager_copies),
+        mtp_min_prob: 0.0,
+        ..base.clone()
     };
     for (kind, drafting) in [("", &base), ("drafted ", &drafted)] {
         let cfg = EngineConfig {

@@ -62,11 +62,17 @@ fn assert_suite_passes(name: &'static str) {
     assert!(results
         .iter()
         .any(|r| r.name.starts_with("resumed") && r.pass()));
+    // Resumed drafted replies must really have drafted (note: "cached c of n, accepted a/d").
+    let resumed_drafted: usize = results
+        .iter()
+        .filter(|r| r.name.starts_with("resumed drafted") && r.pass())
+        .filter_map(|r| r.note.rsplit('/').next()?.parse::<usize>().ok())
+        .sum();
+    // Copies alone draft little on the suite's prompts; the head drafts every window.
+    let want = if name == "tiny-wrapper-bf16" { 50 } else { 1 };
     assert!(
-        results
-            .iter()
-            .any(|r| r.name.starts_with("resumed drafted") && r.pass()),
-        "{name}: drafted replies resumed from the cache"
+        resumed_drafted >= want,
+        "{name}: drafted replies resumed from the cache ({resumed_drafted} drafts)"
     );
 }
 
