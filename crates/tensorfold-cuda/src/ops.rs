@@ -223,29 +223,31 @@ pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> Cuda
         "rms_norm: {} columns, {} weights",
         x.cols, w.len
     );
-    let y = new_act(dev, x.rows, x.cols);
-    let p = fuse_prepare(x.cols).then(|| alloc_prepared(dev, x.rows * x.cols));
-    let mut args = vec![
-        Arg::P(dev.ptr(&x.buf)),
-        Arg::P(dev.ptr(&w.buf)),
-        Arg::P(dev.ptr(&y.buf)),
-    ];
+    let inputs = [Arg::P(dev.ptr(&x.buf)), Arg::P(dev.ptr(&w.buf))];
+    launch_norm(dev, "rms_norm", &inputs, x.rows, x.cols, eps)
+}
+
+/// Launches rms_norm or add_rms_norm (rowwise.cu) on `inputs` (their leading pointer arguments): one block per
+/// row, the output and, when fused, its tensor-core form written by the kernel.
+fn launch_norm(
+    dev: &Dev,
+    kernel: &str,
+    inputs: &[Arg],
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> CudaAct {
+    let out = new_act(dev, rows, cols);
+    let p = fuse_prepare(cols).then(|| alloc_prepared(dev, rows * cols));
+    let mut args = inputs.to_vec();
+    args.push(Arg::P(dev.ptr(&out.buf)));
     args.extend(prepared_args(dev, p.as_ref()));
-    args.extend([
-        Arg::I(x.cols as i32),
-        Arg::F(eps),
-        Arg::I(p.is_some() as i32),
-    ]);
-    dev.launch(
-        "rms_norm",
-        (x.rows as u32, 1, 1),
-        rms_norm_threads(x.cols),
-        &args,
-    );
+    args.extend([Arg::I(cols as i32), Arg::F(eps), Arg::I(p.is_some() as i32)]);
+    dev.launch(kernel, (rows as u32, 1, 1), rms_norm_threads(cols), &args);
     if let Some(p) = p {
-        let _ = y.prepared.set(p);
+        let _ = out.prepared.set(p);
     }
-    y
+    out
 }
 
 /// The three tensor-core-form outputs of a fused kernel (hi, lo, sums), or null pointers it never touches.
@@ -296,30 +298,12 @@ pub(crate) fn add_rms_norm(
         return rms_norm(dev, x, w, eps);
     }
     make_writable(dev, x);
-    let out = new_act(dev, x.rows, x.cols);
-    let p = fuse_prepare(x.cols).then(|| alloc_prepared(dev, x.rows * x.cols));
-    let mut args = vec![
+    let inputs = [
         Arg::P(dev.ptr(&x.buf)),
         Arg::P(dev.ptr(&y.buf)),
         Arg::P(dev.ptr(&w.buf)),
-        Arg::P(dev.ptr(&out.buf)),
     ];
-    args.extend(prepared_args(dev, p.as_ref()));
-    args.extend([
-        Arg::I(x.cols as i32),
-        Arg::F(eps),
-        Arg::I(p.is_some() as i32),
-    ]);
-    dev.launch(
-        "add_rms_norm",
-        (x.rows as u32, 1, 1),
-        rms_norm_threads(x.cols),
-        &args,
-    );
-    if let Some(p) = p {
-        let _ = out.prepared.set(p);
-    }
-    out
+    launch_norm(dev, "add_rms_norm", &inputs, x.rows, x.cols, eps)
 }
 
 pub(crate) fn add_assign(dev: &Dev, x: &mut CudaAct, y: &CudaAct) {
