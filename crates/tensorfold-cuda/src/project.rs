@@ -326,43 +326,32 @@ fn project_mma(
 }
 
 /// x W₁ᵀ and x W₂ᵀ: one launch when both are 4-bit matrices of one shape and format on a streamed kernel, each
-/// output with the bits of its own `project`; otherwise two projections.
+/// output with the bits of its own `project`; otherwise one projection each.
 pub(crate) fn project_pair(
     dev: &Dev,
     x: &CudaAct,
     w1: &CudaMatrix,
     w2: &CudaMatrix,
 ) -> (CudaAct, CudaAct) {
-    let same = match (w1, w2) {
-        (
-            CudaMatrix::Affine {
-                bits: b1,
-                group_size: g1,
-                scale_dtype: s1,
-                ..
-            },
-            CudaMatrix::Affine {
-                bits: b2,
-                group_size: g2,
-                scale_dtype: s2,
-                ..
-            },
-        ) => (b1, g1, s1) == (b2, g2, s2) && (w1.rows(), w1.cols()) == (w2.rows(), w2.cols()),
-        _ => false,
+    // One kernel family (format, group size, scale dtype) and one shape: the same tiles and warps for both.
+    let kernel = mma_kernel(w1).filter(|k| {
+        pair_enabled()
+            && mma_kernel(w2).as_ref() == Some(k)
+            && (w1.rows(), w1.cols()) == (w2.rows(), w2.cols())
+    });
+    let Some(kernel) = kernel else {
+        return (project(dev, x, w1), project(dev, x, w2));
     };
-    if let (true, Some(kernel)) = (same && pair_enabled(), mma_kernel(w1)) {
-        assert_eq!(
-            x.cols,
-            w1.cols(),
-            "project: x has {} columns, W has {}",
-            x.cols,
-            w1.cols()
-        );
-        if let (y1, Some(y2)) = project_mma(dev, x, w1, Some(w2), &kernel, mma_layout().0) {
-            return (y1, y2);
-        }
-    }
-    (project(dev, x, w1), project(dev, x, w2))
+    assert_eq!(
+        x.cols,
+        w1.cols(),
+        "project: x has {} columns, W has {}",
+        x.cols,
+        w1.cols()
+    );
+    // A layout that is not streamed (bf16 weights, direct loads) has projected w1 alone.
+    let (y1, y2) = project_mma(dev, x, w1, Some(w2), &kernel, mma_layout().0);
+    (y1, y2.unwrap_or_else(|| project(dev, x, w2)))
 }
 
 /// Whether pairs of matrices sharing an input may share a launch (`TENSORFOLD_CUDA_PAIR=0`: two launches, for

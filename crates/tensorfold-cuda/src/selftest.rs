@@ -405,13 +405,16 @@ pub fn run(gpu: &CudaBackend) -> Report {
 }
 
 /// Two 4-bit matrices of one shape sharing an input run in one launch (project_pair): each output bit for bit
-/// its own projection's, on 1, 9 and 64 rows, with few and many outputs and every group size.
+/// its own projection's, on 1, 9 and 64 rows, with few and many outputs, every group size, and layouts that fall
+/// back to one launch each.
 fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     for (gs, sd, out_f, cols) in [
         (64usize, DenseDType::BF16, 37usize, 256usize),
         (32, DenseDType::F16, 40, 1024),
         (128, DenseDType::F32, 40, 1024),
         (64, DenseDType::BF16, 1040, 2048),
+        // 16 warps whose two tiles' stages do not fit: direct loads above 8 rows, each matrix launched alone.
+        (64, DenseDType::BF16, 20, 8192),
     ] {
         let (m1, m2) = (
             affine(rng, 4, gs, sd, out_f, cols),

@@ -159,10 +159,11 @@ impl Planner {
 pub(crate) struct Drafting {
     pub copy_accept: Acceptance,
     pub mtp_accept: Acceptance,
-    /// Kept rows the head has not absorbed (it absorbs only while it drafts for this stream).
-    pub backlog: Backlog,
-    /// The latest kept rows, absorbed or not: the head's context a prompt-cache snapshot stores.
-    pub recent: Backlog,
+    /// The latest kept rows, absorbed or not: those from `absorbed` on wait for the head (it absorbs only while it
+    /// drafts for this stream), and a prompt-cache snapshot stores them as the head's context.
+    pub latest: Backlog,
+    /// First position the head has not absorbed.
+    pub absorbed: usize,
     /// When the planner last let a copy, or the head, draft (a probe follows after a while).
     pub copy_idle: Idle,
     pub mtp_idle: Idle,
@@ -172,12 +173,11 @@ impl Drafting {
     /// A new stream's state, its acceptance priors taken from how drafts landed for earlier streams; a stream
     /// resumed from the prompt cache brings the head's cached rows before its resume point (absorbed first).
     pub fn new(planner: &Planner, context: Option<Backlog>) -> Self {
-        let backlog = context.unwrap_or_default();
         Drafting {
             copy_accept: planner.copy_accept.as_prior(),
             mtp_accept: planner.mtp_accept.as_prior(),
-            recent: backlog.clone(),
-            backlog,
+            latest: context.unwrap_or_default(),
+            absorbed: 0,
             copy_idle: Idle::default(),
             mtp_idle: Idle::default(),
         }

@@ -297,15 +297,16 @@ fn draft_next<B: Backend>(
     let mut jobs = Vec::new();
     let mut job_streams = Vec::new();
     for (si, st) in live.iter_mut().enumerate() {
-        // The head's context for prompt-cache snapshots, kept up to the last row even of a finishing stream (its
-        // final state is cached too).
+        // Every kept row whose next token is known (all of them while the stream runs) joins the stream's latest
+        // rows: what the head absorbs when it drafts again (one call, cheaper than one per round) and the context a
+        // prompt-cache snapshot stores, kept up to the last row even of a finishing stream (it is cached too).
         if st.mtp.is_some() {
             for &r in &kept[si] {
                 let (pos, t) = (rows[r].pos, tap_at[r]);
                 if pos + 1 < st.tokens.len() && t != usize::MAX {
-                    let recent = &mut st.drafting.recent;
-                    recent.push(pos, st.tokens[pos + 1], &taps[t * h..(t + 1) * h]);
-                    recent.trim(plan.mtp_history);
+                    let latest = &mut st.drafting.latest;
+                    latest.push(pos, st.tokens[pos + 1], &taps[t * h..(t + 1) * h]);
+                    latest.trim(plan.mtp_history);
                 }
             }
         }
@@ -345,30 +346,22 @@ fn draft_next<B: Backend>(
         let Some(slot) = st.mtp.as_mut() else {
             continue;
         };
-        // Every kept row whose next token is known (all of them while the stream runs) waits for the head; an
-        // idle head absorbs its backlog in one call when it drafts again (cheaper than a call per round).
-        for &r in &kept[si] {
-            let (pos, t) = (rows[r].pos, tap_at[r]);
-            if pos + 1 < st.tokens.len() && t != usize::MAX {
-                dr.backlog
-                    .push(pos, st.tokens[pos + 1], &taps[t * h..(t + 1) * h]);
-            }
-        }
         // Prompt rows are absorbed as they are computed (part of prefill, not of the first drafted window) while
-        // the head pays on this engine; otherwise they wait in the backlog like idle rows.
+        // the head pays on this engine; otherwise they wait among the latest rows like idle rows.
         let prompt = head_pays
             && kept[si]
                 .last()
                 .is_some_and(|&r| rows[r].pos < st.req.prompt.len());
-        if (want_mtp == 0 && !prompt) || dr.backlog.next.is_empty() {
-            dr.backlog.trim(plan.mtp_history);
+        let (end, mut from) = (dr.latest.end(), dr.absorbed.max(dr.latest.first_pos));
+        if (want_mtp == 0 && !prompt) || from >= end {
             continue;
         }
-        if probing {
+        if probing && end - from > PROBE_ROWS {
             // A probe only measures: it absorbs the latest rows, not the whole backlog.
-            dr.backlog.trim(PROBE_ROWS / 2);
+            from = end - PROBE_ROWS / 2;
         }
-        let b = std::mem::take(&mut dr.backlog);
+        let b = dr.latest.rows_from(from);
+        dr.absorbed = end;
         if slot.next_pos != Some(b.first_pos) {
             // Rows were dropped from the backlog: the head resumes after a gap in its KV.
             slot.next_pos = None;

@@ -467,6 +467,6 @@ fn store_snapshot<B: Backend>(cache: &mut PromptCache<B>, model: &Qwen35<B>, st:
     }
     let snap = model.snapshot(&st.slot);
     let bytes = model.snapshot_bytes(&snap);
-    let head = st.mtp.as_ref().and(st.drafting.recent.context_before(len));
+    let head = st.mtp.as_ref().and(st.drafting.latest.context_before(len));
     cache.insert(key, snap, head, bytes);
 }

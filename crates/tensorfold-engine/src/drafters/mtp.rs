@@ -1,6 +1,6 @@
 //! The MTP drafter's round: the head absorbs the target rows each stream kept (so its KV follows the kept path),
 //! then drafts a chain per stream by feeding its own output back, stopping early below a confidence threshold.
-//! While it does not draft for a stream, the kept rows wait in a bounded backlog instead.
+//! While it does not draft for a stream, the kept rows wait among the stream's bounded latest rows instead.
 
 use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
@@ -10,8 +10,8 @@ use tensorfold_model::{Mtp, MtpSlot, Qwen35};
 
 use crate::prompt_cache::HeadContext;
 
-/// Kept target rows the head has not absorbed yet: consecutive positions from `first_pos`, the token after each
-/// and its tap (final-normed hidden, `[rows, hidden]`).
+/// Kept target rows for the head: consecutive positions from `first_pos`, the token after each and its tap
+/// (final-normed hidden, `[rows, hidden]`).
 #[derive(Clone, Default)]
 pub(crate) struct Backlog {
     pub first_pos: usize,
@@ -22,7 +22,7 @@ pub(crate) struct Backlog {
 impl Backlog {
     /// Appends the row at `pos`; a row that does not follow the last one starts the backlog over.
     pub fn push(&mut self, pos: usize, next: u32, tap: &[f32]) {
-        if self.next.is_empty() || pos != self.first_pos + self.next.len() {
+        if self.next.is_empty() || pos != self.end() {
             self.next.clear();
             self.hidden.clear();
             self.first_pos = pos;
@@ -44,13 +44,23 @@ impl Backlog {
             self.first_pos += drop;
         }
     }
-}
-
-impl Backlog {
+    /// Position after the last row held.
+    pub fn end(&self) -> usize {
+        self.first_pos + self.next.len()
+    }
+    /// A copy of the rows from position `pos` (at or after `first_pos`) on.
+    pub fn rows_from(&self, pos: usize) -> Backlog {
+        let skip = pos - self.first_pos;
+        let h = self.hidden.len() / self.next.len().max(1);
+        Backlog {
+            first_pos: pos,
+            next: self.next[skip..].to_vec(),
+            hidden: self.hidden[skip * h..].to_vec(),
+        }
+    }
     /// The taps of the rows before `len` (a snapshot's end), when the rows held reach up to `len - 1`.
     pub fn context_before(&self, len: usize) -> Option<HeadContext> {
-        let end = self.first_pos + self.next.len();
-        if self.next.is_empty() || end < len || len <= self.first_pos {
+        if self.next.is_empty() || self.end() < len || len <= self.first_pos {
             return None;
         }
         let h = self.hidden.len() / self.next.len();
