@@ -1,12 +1,13 @@
 // deltanet.cu: Gated DeltaNet over a round. dn_conv: causal depthwise conv over (committed tail + the row's
-// ancestors + the row) and SiLU. dn_recur: per (slot, value head) block, the fp32 delta rule stepped row by row
-// from each row's parent state (restored from a snapshot or the round's start when the row branches), with the
-// q/k L2 norms, gates and gated RMSNorm fused; the state lives in registers, one warp per value-dim row.
+// ancestors + the row) and SiLU. dn_recur_v*: per (slot, value head, part of the head's rows) block, the fp32
+// delta rule stepped row by row from each row's parent state (restored from a snapshot or the round's start when
+// the row branches), with the q/k L2 norms and gates fused; the state lives in registers, one warp per value-dim
+// row. dn_norm: the gated RMSNorm of each (row, head) output.
 // A row's arithmetic is the same whether it is stepped in place, after a restore, or in a replay.
 
 #define DN_WARPS 8
 #define KMAX 4    // key_dim <= 128 (4 per lane)
-#define VMAX 16   // value_dim <= 128 (16 rows per warp)
+// value_dim <= 128: at most 16 rows per warp (dn_recur_v16, one block per head)
 
 extern "C" __global__ void dn_conv(const float* __restrict__ mixed, const float* __restrict__ conv_w,
                                    float* __restrict__ x, const u64* __restrict__ tails, const int* __restrict__ meta,
@@ -26,11 +27,14 @@ extern "C" __global__ void dn_conv(const float* __restrict__ mixed, const float*
     x[(size_t)i * C + c] = silu_f(acc);
 }
 
-__device__ __forceinline__ void dn_load(float (&S)[VMAX][KMAX], const float* __restrict__ src, int Dk, int Dv) {
+// A block's share of a head's state: value-dim rows j0 + warp + DN_WARPS·m (m < VM), key dims lane + 32·kk.
+template <int VM>
+__device__ __forceinline__ void dn_load(float (&S)[VM][KMAX], const float* __restrict__ src, int j0, int Dk,
+                                        int Dv) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-    for (int m = 0; m < VMAX; ++m) {
-        const int j = warp + DN_WARPS * m;
+    for (int m = 0; m < VM; ++m) {
+        const int j = j0 + warp + DN_WARPS * m;
 #pragma unroll
         for (int kk = 0; kk < KMAX; ++kk) {
             const int d = lane + 32 * kk;
@@ -39,11 +43,13 @@ __device__ __forceinline__ void dn_load(float (&S)[VMAX][KMAX], const float* __r
     }
 }
 
-__device__ __forceinline__ void dn_store(const float (&S)[VMAX][KMAX], float* __restrict__ dst, int Dk, int Dv) {
+template <int VM>
+__device__ __forceinline__ void dn_store(const float (&S)[VM][KMAX], float* __restrict__ dst, int j0, int Dk,
+                                         int Dv) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-    for (int m = 0; m < VMAX; ++m) {
-        const int j = warp + DN_WARPS * m;
+    for (int m = 0; m < VM; ++m) {
+        const int j = j0 + warp + DN_WARPS * m;
 #pragma unroll
         for (int kk = 0; kk < KMAX; ++kk) {
             const int d = lane + 32 * kk;
@@ -54,28 +60,36 @@ __device__ __forceinline__ void dn_store(const float (&S)[VMAX][KMAX], float* __
 
 // Entries `list[3e..]` = (round row, restore, save) for e in slot_off[s]..slot_off[s+1]: restore −1 = go on
 // from the current state, −2 = the round's start state, k ≥ 0 = snapshot k; save k ≥ 0 = store the state after
-// the row as snapshot k. x: dn_conv output [R, 2·Hk·Dk + Hv·Dv]; bg, ag: [R, Hv]; z, out: [R, Hv·Dv].
-extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
-    dn_recur(const float* __restrict__ x, const float* __restrict__ bg, const float* __restrict__ ag,
-             const float* __restrict__ z, float* __restrict__ out, const float* __restrict__ a_log,
-             const float* __restrict__ dt_bias, const float* __restrict__ norm_w, const u64* __restrict__ states,
-             const u64* __restrict__ starts, float* __restrict__ snaps, const int* __restrict__ list,
-             const int* __restrict__ slot_off, int Hk, int Hv, int Dk, int Dv, float eps, int write_out) {
-    __shared__ float os[DN_WARPS * VMAX];
-    __shared__ float scratch[32];
-    const int h = blockIdx.x, s = blockIdx.y;
+// the row as snapshot k. x: dn_conv output [R, 2·Hk·Dk + Hv·Dv]; bg, ag: [R, Hv]; out: [R, Hv·Dv], each row's
+// recurrent output before its gated norm (dn_norm finishes it).
+//
+// Block (h·parts + part, slot) steps the value-dim rows part·8·VM … of head h through the slot's entries. A row
+// of the state is updated from its own values, the row's k, v, beta and decay alone, so splitting a head's rows
+// over blocks (for parallelism: one block per head left most SMs idle, and a chained round stepped 16 rows in
+// series in each) gives every row the arithmetic it has in one block. The q/k norms are recomputed per block,
+// the same warp sums each time.
+template <int VM>
+__device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const float* __restrict__ bg,
+                                              const float* __restrict__ ag, float* __restrict__ out,
+                                              const float* __restrict__ a_log, const float* __restrict__ dt_bias,
+                                              const u64* __restrict__ states, const u64* __restrict__ starts,
+                                              float* __restrict__ snaps, const int* __restrict__ list,
+                                              const int* __restrict__ slot_off, int Hk, int Hv, int Dk, int Dv,
+                                              int write_out) {
+    const int parts = (Dv + DN_WARPS * VM - 1) / (DN_WARPS * VM);
+    const int h = blockIdx.x / parts, j0 = (blockIdx.x % parts) * DN_WARPS * VM, s = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int kh = h / (Hv / Hk), KT = Hk * Dk, C = 2 * KT + Hv * Dv;
     const size_t hs = (size_t)Dv * Dk;
     float* st = reinterpret_cast<float*>(states[s]) + h * hs;
-    float S[VMAX][KMAX];
-    dn_load(S, st, Dk, Dv);
+    float S[VM][KMAX];
+    dn_load<VM>(S, st, j0, Dk, Dv);
     const float q_scale = 1.0f / sqrtf((float)Dk);
     const float neg_a = -expf(a_log[h]);
     for (int e = slot_off[s]; e < slot_off[s + 1]; ++e) {
         const int i = list[3 * e], restore = list[3 * e + 1], save = list[3 * e + 2];
-        if (restore == -2) dn_load(S, reinterpret_cast<const float*>(starts[s]) + h * hs, Dk, Dv);
-        else if (restore >= 0) dn_load(S, snaps + ((size_t)restore * Hv + h) * hs, Dk, Dv);
+        if (restore == -2) dn_load<VM>(S, reinterpret_cast<const float*>(starts[s]) + h * hs, j0, Dk, Dv);
+        else if (restore >= 0) dn_load<VM>(S, snaps + ((size_t)restore * Hv + h) * hs, j0, Dk, Dv);
         const float* xr = x + (size_t)i * C;
         float qv[KMAX], kv[KMAX];
         float qss = 0.0f, kss = 0.0f;
@@ -97,9 +111,10 @@ extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
         const float beta = sigmoid_f(bg[(size_t)i * Hv + h]);
         const float decay = expf(neg_a * softplus_f(ag[(size_t)i * Hv + h] + dt_bias[h]));
         const float* vr = xr + 2 * KT + h * Dv;
+        float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
 #pragma unroll
-        for (int m = 0; m < VMAX; ++m) {
-            const int j = warp + DN_WARPS * m;
+        for (int m = 0; m < VM; ++m) {
+            const int j = j0 + warp + DN_WARPS * m;
             if (j < Dv) {
                 float p = 0.0f;
 #pragma unroll
@@ -115,23 +130,43 @@ extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
                     o = fmaf(S[m][kk], qv[kk], o);
                 }
                 o = warp_sum(o);
-                if (lane == 0) os[j] = o;
+                if (write_out && lane == 0) orow[j] = o;
             }
         }
-        if (save >= 0) dn_store(S, snaps + ((size_t)save * Hv + h) * hs, Dk, Dv);
-        if (write_out) {
-            __syncthreads();
-            float ss = 0.0f;
-            for (int j = threadIdx.x; j < Dv; j += blockDim.x) ss = fmaf(os[j], os[j], ss);
-            ss = block_sum(ss, scratch);
-            const float inv = 1.0f / sqrtf(ss / (float)Dv + eps);
-            const size_t ob = (size_t)i * Hv * Dv + (size_t)h * Dv;
-            for (int j = threadIdx.x; j < Dv; j += blockDim.x)
-                out[ob + j] = norm_w[j] * (os[j] * inv) * silu_f(z[ob + j]);
-            __syncthreads();
-        }
+        if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
     }
-    dn_store(S, st, Dk, Dv);
+    dn_store<VM>(S, st, j0, Dk, Dv);
+}
+
+#define DN_RECUR(VM)                                                                                            \
+    extern "C" __global__ void __launch_bounds__(DN_WARPS * 32) dn_recur_v##VM(                                 \
+        const float* x, const float* bg, const float* ag, float* out, const float* a_log, const float* dt_bias, \
+        const u64* states, const u64* starts, float* snaps, const int* list, const int* slot_off, int Hk,       \
+        int Hv, int Dk, int Dv, int write_out) {                                                                \
+        dn_recur_rows<VM>(x, bg, ag, out, a_log, dt_bias, states, starts, snaps, list, slot_off, Hk, Hv, Dk,    \
+                          Dv, write_out);                                                                       \
+    }
+DN_RECUR(1)
+DN_RECUR(2)
+DN_RECUR(16)
+
+// The gated RMSNorm of one (row, value head) of dn_recur's output, in place: o·rsqrt(mean o² + eps)·w·silu(z),
+// with the same per-thread sums and block_sum as a whole-head block would take (DN_WARPS warps, j = tid, tid +
+// blockDim, …); and the output's tensor-core form when prep != 0 (Dv % 32 == 0: whole warps in range).
+extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
+    dn_norm(float* __restrict__ out, const float* __restrict__ z, const float* __restrict__ norm_w, u16* __restrict__ oh,
+            u16* __restrict__ ol, float* __restrict__ os, int Hv, int Dv, float eps, int prep) {
+    __shared__ float scratch[32];
+    const size_t ob = (size_t)blockIdx.x * Hv * Dv + (size_t)blockIdx.y * Dv;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < Dv; j += blockDim.x) ss = fmaf(out[ob + j], out[ob + j], ss);
+    ss = block_sum(ss, scratch);
+    const float inv = 1.0f / sqrtf(ss / (float)Dv + eps);
+    for (int j = threadIdx.x; j < Dv; j += blockDim.x) {
+        const float v = norm_w[j] * (out[ob + j] * inv) * silu_f(z[ob + j]);
+        out[ob + j] = v;
+        if (prep) prepare_store(ob + j, v, oh, ol, os);
+    }
 }
 
 // The conv tail after keeping `path`: the last K−1 rows of (old tail ++ path's pre-conv inputs).

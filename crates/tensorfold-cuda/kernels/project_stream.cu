@@ -106,12 +106,12 @@ template <int WPL, int MT, typename S>
 struct StreamCopies {
     static constexpr int CPL = StreamStage<WPL, MT>::CPL;
     const u32* src[CPL];
-    bool live[CPL];
     int step;  // words from one of the warp's groups to its next
     const unsigned char* sb[MT];
-    bool sb_live[MT];
     int sb_step;
 
+    // Outputs past `out` copy the last output's bytes (valid addresses, no per-copy predicate): their results are
+    // never written (finish_tiles), and an mma's output row depends on its own A row only.
     __device__ __forceinline__ void init(const u32* codes, const typename S::raw* scales,
                                          const typename S::raw* biases, int o0, int out, int words, int groups,
                                          int G0, int nw) {
@@ -121,16 +121,15 @@ struct StreamCopies {
 #pragma unroll
         for (int k = 0; k < CPL; ++k) {
             const int c = lane + 32 * k, r = c / WPL, part = c % WPL;
-            live[k] = c < StreamStage<WPL, MT>::CHUNKS && o0 + r < out;
-            src[k] = codes + (live[k] ? (size_t)(o0 + r) * words + (size_t)G0 * (GS / 8) + part * 4 : 0);
+            const int o = min(o0 + r, out - 1);
+            src[k] = codes + (size_t)o * words + (size_t)G0 * (GS / 8) + part * 4;
         }
         sb_step = nw * (int)sizeof(typename S::raw);
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            const int r = m * 16 + (lane & 15);
-            sb_live[m] = o0 + r < out;
+            const int o = min(o0 + m * 16 + (lane & 15), out - 1);
             const unsigned char* base = reinterpret_cast<const unsigned char*>(lane < 16 ? scales : biases);
-            sb[m] = base + (sb_live[m] ? ((size_t)(o0 + r) * groups + G0) * sizeof(typename S::raw) : 0);
+            sb[m] = base + ((size_t)o * groups + G0) * sizeof(typename S::raw);
         }
     }
 
@@ -140,14 +139,14 @@ struct StreamCopies {
 #pragma unroll
         for (int k = 0; k < CPL; ++k)
             if (lane + 32 * k < StreamStage<WPL, MT>::CHUNKS) {
-                cp_async16(stage + (lane + 32 * k) * 16, src[k], live[k]);
-                if (live[k]) src[k] += step;
+                cp_async16(stage + (lane + 32 * k) * 16, src[k], true);
+                src[k] += step;
             }
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
             const unsigned char* word = reinterpret_cast<const unsigned char*>((size_t)sb[m] & ~(size_t)3);
-            cp_async4(stage + StreamStage<WPL, MT>::CODE_BYTES + (m * 32 + lane) * 4, word, sb_live[m]);
-            if (sb_live[m]) sb[m] += sb_step;
+            cp_async4(stage + StreamStage<WPL, MT>::CODE_BYTES + (m * 32 + lane) * 4, word, true);
+            sb[m] += sb_step;
         }
     }
 };
@@ -175,15 +174,16 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     const int ob = tile * (MMA_OUT * MT), rt0 = blockIdx.y * NT;
     unsigned char* pipe = smem + warp * D * SB;
     int xrow[NT];
+    // Rows past the last read the last row's x (valid addresses, no predicates in the loop): an mma's output
+    // column depends on its own B column only, and finish_tiles never writes those columns.
     tile_rows<NT>(xrow, rt0, rows);
     int crow[NT][2];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < NT; ++nt) {
+        if (xrow[nt] < 0) xrow[nt] = rows - 1;
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            const int r = (rt0 + nt) * 8 + 2 * t + c;
-            crow[nt][c] = r < rows ? r : -1;
-        }
+        for (int c = 0; c < 2; ++c) crow[nt][c] = min((rt0 + nt) * 8 + 2 * t + c, rows - 1);
+    }
     const int words = cols / 8, groups = cols / GS, chunks = cols / 32;
     const u32 mask = opaque_nibble_mask();
     // This warp's groups: warp, warp + nw, … (project_mma_a4's split), n of them. Every pointer below starts at
@@ -207,12 +207,12 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     const float* xsp[NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-        const size_t at = (size_t)(xrow[nt] >= 0 ? xrow[nt] : 0) * cols + ((size_t)warp * (GS / 8) + t * WPL) * 8;
+        const size_t at = (size_t)xrow[nt] * cols + ((size_t)warp * (GS / 8) + t * WPL) * 8;
         xhp[nt] = xh + at;
         xlp[nt] = xl + at;
 #pragma unroll
         for (int c = 0; c < 2; ++c)
-            xsp[nt][c] = xs + (size_t)(crow[nt][c] >= 0 ? crow[nt][c] : 0) * chunks + (size_t)warp * WPL;
+            xsp[nt][c] = xs + (size_t)crow[nt][c] * chunks + (size_t)warp * WPL;
     }
     const int x_step = nw * GS, xs_step = nw * WPL;
 #pragma unroll
@@ -227,12 +227,18 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.0f;
-    for (int i = 0; i < n; ++i) {
+    // Group i sits in stage i mod D: the loop goes D groups at a time with the stage unrolled, so every stage
+    // address is a constant offset (no slot arithmetic per group).
+    for (int i0 = 0; i0 < n; i0 += D)
+#pragma unroll
+    for (int sl = 0; sl < D; ++sl) {
+        const int i = i0 + sl;
+        if (i >= n) break;
         cp_async_wait<D - 2>();  // group i has landed (for this lane) ...
         __syncwarp();            // ... and for every lane; the slot of group i − 1 is free
-        if (i + D - 1 < n) cp.issue(pipe_s + ((unsigned)(i + D - 1) % D) * SB);
+        if (i + D - 1 < n) cp.issue(pipe_s + ((sl + D - 1) % D) * SB);
         cp_async_commit();
-        const unsigned char* st = pipe + ((unsigned)i % D) * SB;
+        const unsigned char* st = pipe + sl * SB;
         const u32* cw = reinterpret_cast<const u32*>(st);
         const unsigned char* sbw = st + StreamStage<WPL, MT>::CODE_BYTES;
         // x's group sums, shared by the MT tiles.
@@ -242,10 +248,8 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
                 sx[nt][c] = 0.0f;
-                if (crow[nt][c] >= 0) {
 #pragma unroll
-                    for (int k = 0; k < WPL; ++k) sx[nt][c] += xsp[nt][c][k];
-                }
+                for (int k = 0; k < WPL; ++k) sx[nt][c] += xsp[nt][c][k];
                 xsp[nt][c] += xs_step;
             }
         float d[MT][NT][4];
@@ -261,11 +265,8 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
             uint4 h[NT], l[NT];
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                h[nt] = l[nt] = uint4{0u, 0u, 0u, 0u};
-                if (xrow[nt] >= 0) {
-                    h[nt] = *reinterpret_cast<const uint4*>(xhp[nt] + j * 8);
-                    l[nt] = *reinterpret_cast<const uint4*>(xlp[nt] + j * 8);
-                }
+                h[nt] = *reinterpret_cast<const uint4*>(xhp[nt] + j * 8);
+                l[nt] = *reinterpret_cast<const uint4*>(xlp[nt] + j * 8);
             }
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
@@ -288,7 +289,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         }
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            // Outputs past `out` have zero words in the stage (zero-filled copies): 0 scale and bias.
+            // Outputs past `out` read some neighbour's scale and bias here: their results are never written.
             const u32 sg = (orow[m][0] + gpart) & 3u, sg8 = (orow[m][1] + gpart) & 3u;
             float sb[4];
             sb[0] = stream_param<S>(sbw, m * 32 + g, sg);

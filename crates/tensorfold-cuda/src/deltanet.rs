@@ -3,13 +3,14 @@
 //! kept row, replaying the kept path from the round's start state when the in-place state followed another branch.
 
 use crate::device::{ok, Arg, Dev};
-use crate::ops::{new_act, CudaAct};
+use crate::ops::{new_act, CudaAct, Prepared};
 use crate::round::{ancestry, round_rows};
 use cudarc::driver::CudaSlice;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use tensorfold_backend::{LinearParams, LinearSpec, RowRef};
 
-/// Kernel limits (KMAX·32, VMAX·DN_WARPS in deltanet.cu).
+/// Kernel limits (KMAX·32, and 16 rows per warp · DN_WARPS in deltanet.cu).
 const MAX_KEY_DIM: usize = 128;
 const MAX_VALUE_DIM: usize = 128;
 const DN_THREADS: u32 = 256;
@@ -142,7 +143,8 @@ impl CudaLinear {
                 (base, base + 8, 0),
                 (dev.ptr(&*list), dev.ptr(&*slot_off)),
                 1,
-                false,
+                None,
+                recur_rows_per_warp(s.value_dim),
             );
         }
         Ok(())
@@ -169,7 +171,30 @@ impl KeepParams {
     }
 }
 
-/// Launches dn_recur over `slots` blocks per value head: (z, out), (states, starts, snaps), (list, slot_off).
+/// Value-dim rows per warp of dn_recur (a kernel per choice): 2 splits a 128-row head over 8 blocks, 16 keeps the
+/// whole head in one block (`TENSORFOLD_CUDA_DN_SPLIT=0`, the layout before the split, for same-run comparisons).
+/// Every choice gives every row the same arithmetic, so the same bits (the backend-ops test checks both).
+pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
+    static SPLIT: OnceLock<bool> = OnceLock::new();
+    let split = *SPLIT
+        .get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_SPLIT").map_or(true, |v| v != "0"))
+        && !WHOLE_HEADS.load(Ordering::Relaxed);
+    // At most 8 blocks per head: 1 row per warp up to 64 rows, 2 up to 128 (MAX_VALUE_DIM).
+    if !split {
+        16
+    } else if value_dim <= 64 {
+        1
+    } else {
+        2
+    }
+}
+
+/// Set by the backend-ops test to run the whole-head layout beside the split one in one process.
+pub(crate) static WHOLE_HEADS: AtomicBool = AtomicBool::new(false);
+
+/// Launches dn_recur over `slots` × value heads × parts blocks: (z, out), (states, starts, snaps), (list,
+/// slot_off); then, when `write_out`, dn_norm over `rows` rows (their gated norm, in place in out, and its
+/// tensor-core form into `prep`).
 #[allow(clippy::too_many_arguments)]
 fn recur(
     dev: &Dev,
@@ -180,21 +205,21 @@ fn recur(
     st: (u64, u64, u64),
     list: (u64, u64),
     slots: usize,
-    write_out: bool,
+    write_out: Option<(usize, Option<&Prepared>)>,
+    vm: usize,
 ) {
+    let parts = s.value_dim.div_ceil(8 * vm);
     dev.launch(
-        "dn_recur",
-        (s.value_heads as u32, slots as u32, 1),
+        &format!("dn_recur_v{vm}"),
+        ((s.value_heads * parts) as u32, slots as u32, 1),
         DN_THREADS,
         &[
             Arg::P(dev.ptr(&round.x)),
             Arg::P(dev.ptr(&*round.b)),
             Arg::P(dev.ptr(&*round.a)),
-            Arg::P(z_out.0),
             Arg::P(z_out.1),
             Arg::P(p.a_log),
             Arg::P(p.dt_bias),
-            Arg::P(p.norm),
             Arg::P(st.0),
             Arg::P(st.1),
             Arg::P(st.2),
@@ -204,10 +229,25 @@ fn recur(
             Arg::I(s.value_heads as i32),
             Arg::I(s.key_dim as i32),
             Arg::I(s.value_dim as i32),
-            Arg::F(p.eps),
-            Arg::I(write_out as i32),
+            Arg::I(write_out.is_some() as i32),
         ],
     );
+    if let Some((rows, prep)) = write_out {
+        let mut args = vec![Arg::P(z_out.1), Arg::P(z_out.0), Arg::P(p.norm)];
+        args.extend(crate::ops::prepared_args(dev, prep));
+        args.extend([
+            Arg::I(s.value_heads as i32),
+            Arg::I(s.value_dim as i32),
+            Arg::F(p.eps),
+            Arg::I(prep.is_some() as i32),
+        ]);
+        dev.launch(
+            "dn_norm",
+            (rows as u32, s.value_heads as u32, 1),
+            DN_THREADS,
+            &args,
+        );
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -342,6 +382,9 @@ pub(crate) fn gated_deltanet(
         a: a.buf.clone(),
         params: KeepParams::of(dev, p),
     });
+    // The out projection reads the tensor-core form dn_norm writes (no prepare_x launch).
+    let prep = (crate::project::fuse_prepare(vt) && s.value_dim.is_multiple_of(32))
+        .then(|| crate::project::alloc_prepared(dev, r * vt));
     recur(
         dev,
         &s,
@@ -351,8 +394,12 @@ pub(crate) fn gated_deltanet(
         (base, base + 8 * active.len() as u64, dev.ptr(&snap_buf)),
         (dev.ptr(&*list), dev.ptr(&*slot_off)),
         active.len(),
-        true,
+        Some((r, prep.as_ref())),
+        recur_rows_per_warp(s.value_dim),
     );
+    if let Some(p) = prep {
+        let _ = out.prepared.set(p);
+    }
     for (slot, idxs) in by_slot.into_iter().enumerate() {
         if !idxs.is_empty() {
             states[slot].pending = Some((round.clone(), idxs));

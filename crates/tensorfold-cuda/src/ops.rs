@@ -251,7 +251,7 @@ fn launch_norm(
 }
 
 /// The three tensor-core-form outputs of a fused kernel (hi, lo, sums), or null pointers it never touches.
-fn prepared_args(dev: &Dev, p: Option<&Prepared>) -> [Arg; 3] {
+pub(crate) fn prepared_args(dev: &Dev, p: Option<&Prepared>) -> [Arg; 3] {
     match p {
         Some(p) => [
             Arg::P(dev.ptr(&p.hi)),

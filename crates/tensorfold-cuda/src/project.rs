@@ -225,7 +225,7 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
     let warps = (mma_groups(w) / 4).clamp(1, max_warps);
     // Streamed: (stages, output tiles per block); groups of 128 only fit 4 stages of one tile. A layout whose
     // stages do not fit this many warps leaves the matrix to the direct kernel (the same bits).
-    let (stages, tiles) = match (stages, w) {
+    let (stages, mut tiles) = match (stages, w) {
         (0, _) => (0, 1),
         (_, CudaMatrix::Affine { group_size, .. }) if *group_size == 128 => (4, 1),
         (STREAM_AUTO, _) if nt == 1 => (4, 1),
@@ -235,7 +235,13 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
     };
     let streamed = match w {
         CudaMatrix::Affine { group_size, .. } if stages > 0 => {
-            warps <= stream_max_warps(group_size / 32, stages, tiles)
+            let wpl = group_size / 32;
+            // Two tiles' stages of a matrix split over 16 warps (few outputs) do not fit: one tile does, and
+            // streams where the direct kernel waited a memory latency per group (the same bits either way).
+            if tiles > 1 && warps > stream_max_warps(wpl, stages, tiles) {
+                tiles = 1;
+            }
+            warps <= stream_max_warps(wpl, stages, tiles)
         }
         _ => false,
     };

@@ -469,6 +469,26 @@ pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend
             snap: gpu_lin_state,
         };
         compare(rep, name, &c, &g);
+        // The heads split over blocks (the default) == one block per head, bit for bit.
+        let (split, _) = scenario(&g);
+        crate::deltanet::WHOLE_HEADS.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (whole, _) = scenario(&g);
+        crate::deltanet::WHOLE_HEADS.store(false, std::sync::atomic::Ordering::Relaxed);
+        rep.same(
+            &format!("{name}: split heads == whole heads, prefill"),
+            &split.prefill,
+            &whole.prefill,
+        );
+        rep.same(
+            &format!("{name}: split heads == whole heads, tree"),
+            &split.tree,
+            &whole.tree,
+        );
+        rep.same(
+            &format!("{name}: split heads == whole heads, kept states"),
+            &split.kept.concat(),
+            &whole.kept.concat(),
+        );
     }
 }
 

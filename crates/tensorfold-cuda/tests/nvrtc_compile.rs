@@ -23,6 +23,11 @@ fn every_kernel_compiles_to_an_sm90_cubin_with_nvrtc() {
                     .unwrap_or_else(|e| panic!("{e}"));
                 eprintln!("{arch}: {} bytes in {:?}", cubin.len(), t.elapsed());
                 assert!(cubin.len() > 1000);
+                // For reading the SASS (cuobjdump -sass) without a GPU.
+                if let Some(dir) = std::env::var_os("TENSORFOLD_CUBIN_OUT") {
+                    let path = std::path::Path::new(&dir).join(format!("{arch}.cubin"));
+                    std::fs::write(&path, &cubin).expect("writing the cubin");
+                }
             }
         }
     }

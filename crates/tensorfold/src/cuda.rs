@@ -249,6 +249,12 @@ pub fn bench(
         if let Some(r) = be.profile_report() {
             println!("profile of 4 rounds of 16 rows:\n{r}");
         }
+        // And of one prompt chunk of 2048 rows.
+        be.profile_reset();
+        prefill(&m, &ids(vocab, 2048, 4), 2048)?;
+        if let Some(r) = be.profile_report() {
+            println!("profile of a 2048-row prompt chunk:\n{r}");
+        }
         be.profile_reset();
     }
     // Round cost by rows of one stream's window (forward only), after 64 committed tokens.
