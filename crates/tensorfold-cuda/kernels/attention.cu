@@ -72,42 +72,57 @@ __device__ __forceinline__ const float* value_row(int t, int clen, const u64* pa
 #define ATILES (ACH / 32)    // tiles per chunk
 #define AWARPS 8             // warps per chunk block: one tile each
 
-// One tile's partial: keys t0.. (up to 32) of a row against the normed, rotated query q (shared). Returns the
-// tile's max score and exp-sum (same in every lane) and adds nothing: o[j] holds Σ_k exp(s_k − max)·v_k[lane+32j].
-__device__ __forceinline__ void attn_tile(const float* q, int t0, int n, int clen, const u64* pages,
+// One tile's partials for G query heads of one kv head: keys t0.. (up to 32) of a row against the normed, rotated
+// queries q[g] (shared). Each lane loads its key and each value once for the G heads (K and V traffic / G); per
+// head the arithmetic is that of G = 1 (the same products and sums in the same order), so the bits do not depend
+// on G. Returns per head the tile's max score and exp-sum (same in every lane); o[g][j] holds
+// Σ_k exp(s_k − max)·v_k[lane+32j].
+template <int G>
+__device__ __forceinline__ void attn_tile(const float (*q)[HDMAX], int t0, int n, int clen, const u64* pages,
                                           const float* kround, const float* vround, const int* m, const int* paths,
-                                          int row, int off, int hd, float scale, float& tmax, float& tsum,
-                                          float (&o)[HDMAX / 32]) {
+                                          int row, int off, int hd, float scale, float (&tmax)[G], float (&tsum)[G],
+                                          float (&o)[G][HDMAX / 32]) {
     const int lane = threadIdx.x & 31;
     const int t = t0 + lane;
-    float s = NEG_INF;
+    float s[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) s[g] = NEG_INF;
     if (t < n) {
         const float4* kp = reinterpret_cast<const float4*>(key_row(t, clen, pages, kround, m, paths, row, off));
-        const float4* qp = reinterpret_cast<const float4*>(q);
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#pragma unroll 16
-        for (int d = 0; d < hd / 4; ++d) {
-            const float4 kv = kp[d], qv = qp[d];
-            a0 = fmaf(qv.x, kv.x, a0);
-            a1 = fmaf(qv.y, kv.y, a1);
-            a2 = fmaf(qv.z, kv.z, a2);
-            a3 = fmaf(qv.w, kv.w, a3);
-        }
-        s = ((a0 + a1) + (a2 + a3)) * scale;
-    }
-    tmax = warp_max(s);
-    const float p = t < n ? expf(s - tmax) : 0.0f;
-    tsum = warp_sum(p);
+        float a0[G], a1[G], a2[G], a3[G];
 #pragma unroll
-    for (int j = 0; j < HDMAX / 32; ++j) o[j] = 0.0f;
+        for (int g = 0; g < G; ++g) a0[g] = a1[g] = a2[g] = a3[g] = 0.0f;
+#pragma unroll 8
+        for (int d = 0; d < hd / 4; ++d) {
+            const float4 kv = kp[d];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                const float4 qv = reinterpret_cast<const float4*>(q[g])[d];
+                a0[g] = fmaf(qv.x, kv.x, a0[g]);
+                a1[g] = fmaf(qv.y, kv.y, a1[g]);
+                a2[g] = fmaf(qv.z, kv.z, a2[g]);
+                a3[g] = fmaf(qv.w, kv.w, a3[g]);
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) s[g] = ((a0[g] + a1[g]) + (a2[g] + a3[g])) * scale;
+    }
+    float p[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        tmax[g] = warp_max(s[g]);
+        p[g] = t < n ? expf(s[g] - tmax[g]) : 0.0f;
+        tsum[g] = warp_sum(p[g]);
+#pragma unroll
+        for (int j = 0; j < HDMAX / 32; ++j) o[g][j] = 0.0f;
+    }
     const int cnt = min(32, n - t0);
     // Values eight keys at a time (their loads in flight together), added in key order.
     for (int u0 = 0; u0 < cnt; u0 += 8) {
-        float vv[8][HDMAX / 32], pu[8];
+        float vv[8][HDMAX / 32];
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
             const int u = u0 + k;
-            pu[k] = __shfl_sync(FULL_MASK, p, u & 31);
             const float* vp = u < cnt ? value_row(t0 + u, clen, pages, vround, m, paths, row, off) : nullptr;
 #pragma unroll
             for (int j = 0; j < HDMAX / 32; ++j) {
@@ -116,75 +131,100 @@ __device__ __forceinline__ void attn_tile(const float* q, int t0, int n, int cle
             }
         }
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            if (u0 + k >= cnt) break;
+        for (int g = 0; g < G; ++g) {
 #pragma unroll
-            for (int j = 0; j < HDMAX / 32; ++j) o[j] = fmaf(pu[k], vv[k][j], o[j]);
+            for (int k = 0; k < 8; ++k) {
+                if (u0 + k >= cnt) break;
+                const float pu = __shfl_sync(FULL_MASK, p[g], (u0 + k) & 31);
+#pragma unroll
+                for (int j = 0; j < HDMAX / 32; ++j) o[g][j] = fmaf(pu, vv[k][j], o[g][j]);
+            }
         }
     }
 }
 
-// Partials of chunk blockIdx.z of rows row0 + blockIdx.y, head blockIdx.x: qr [R, heads·hd] the rotated queries
-// (attn_prep), qg [R, heads·2·hd] for the gates. A row with one chunk writes its output [R, heads·hd] directly
-// (attn_merge's arithmetic for one chunk); otherwise the chunk's (max, sum, value sums) go to
-// part[((i − row0)·heads + h)·nch + c]·(hd + 2).
-extern "C" __global__ void __launch_bounds__(AWARPS * 32)
-    attn_chunk(const float* __restrict__ qr, const float* __restrict__ qg, const float* __restrict__ kround,
-               const float* __restrict__ vround, float* __restrict__ out, float* __restrict__ part,
-               const u64* __restrict__ tables, const int* __restrict__ meta, const int* __restrict__ paths,
-               int heads, int kvh, int hd, int row0, int nch) {
-    __shared__ __align__(16) float q[HDMAX];
-    __shared__ float tmax[ATILES], tsum[ATILES];
-    __shared__ float tout[ATILES][HDMAX];
+// Partials of chunk blockIdx.z of rows row0 + blockIdx.y, query heads blockIdx.x·G … (G heads of one kv head): qr
+// [R, heads·hd] the rotated queries (attn_prep), qg [R, heads·2·hd] for the gates. A row with one chunk writes its
+// output [R, heads·hd] directly (attn_merge's arithmetic for one chunk); otherwise the chunk's (max, sum, value
+// sums) go to part[((i − row0)·heads + h)·nch + c]·(hd + 2).
+template <int G>
+__device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, const float* __restrict__ qg,
+                                                 const float* __restrict__ kround, const float* __restrict__ vround,
+                                                 float* __restrict__ out, float* __restrict__ part,
+                                                 const u64* __restrict__ tables, const int* __restrict__ meta,
+                                                 const int* __restrict__ paths, int heads, int kvh, int hd, int row0,
+                                                 int nch) {
+    __shared__ __align__(16) float q[G][HDMAX];
+    __shared__ float tmax[G][ATILES], tsum[G][ATILES];
+    __shared__ float tout[G][ATILES][HDMAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int h = blockIdx.x, i = row0 + blockIdx.y, c = blockIdx.z;
+    const int h0 = blockIdx.x * G, i = row0 + blockIdx.y, c = blockIdx.z;
     const int* m = meta + 5 * i;
     const int slot = m[0], clen = m[2], plen = m[4];
     const int n = clen + plen, first = c * ACH;
     if (first >= n) return;
-    const int kh = h / (heads / kvh), row = kvh * hd, off = kh * hd;
-    const float* qrow = qg + (size_t)i * heads * 2 * hd + (size_t)h * 2 * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) q[d] = qr[((size_t)i * heads + h) * hd + d];
+    const int kh = h0 / (heads / kvh), row = kvh * hd, off = kh * hd;
+    for (int g = 0; g < G; ++g)
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) q[g][d] = qr[((size_t)i * heads + h0 + g) * hd + d];
     __syncthreads();
     const float scale = 1.0f / sqrtf((float)hd);
     const u64* pages = reinterpret_cast<const u64*>(tables[slot]);
     const int tiles = min(ATILES, (n - first + 31) / 32);
     for (int tt = warp; tt < tiles; tt += AWARPS) {
-        float o[HDMAX / 32], mx, sm;
-        attn_tile(q, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, off, hd, scale, mx, sm, o);
-        if (lane == 0) {
-            tmax[tt] = mx;
-            tsum[tt] = sm;
-        }
+        float o[G][HDMAX / 32], mx[G], sm[G];
+        attn_tile<G>(q, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, off, hd, scale, mx, sm, o);
 #pragma unroll
-        for (int j = 0; j < HDMAX / 32; ++j) {
-            const int d = lane + 32 * j;
-            if (d < hd) tout[tt][d] = o[j];
+        for (int g = 0; g < G; ++g) {
+            if (lane == 0) {
+                tmax[g][tt] = mx[g];
+                tsum[g][tt] = sm[g];
+            }
+#pragma unroll
+            for (int j = 0; j < HDMAX / 32; ++j) {
+                const int d = lane + 32 * j;
+                if (d < hd) tout[g][tt][d] = o[g][j];
+            }
         }
     }
     __syncthreads();
-    // The tiles in order against the chunk's max; every thread computes the same weights.
-    float cmax = NEG_INF;
-    for (int tt = 0; tt < tiles; ++tt) cmax = fmaxf(cmax, tmax[tt]);
-    float csum = 0.0f;
-    for (int tt = 0; tt < tiles; ++tt) csum = fmaf(tsum[tt], expf(tmax[tt] - cmax), csum);
     const bool single = n <= ACH;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int tt = 0; tt < tiles; ++tt) acc = fmaf(tout[tt][d], expf(tmax[tt] - cmax), acc);
-        if (single) {
-            // attn_merge of one chunk: its weight exp(cmax − cmax) is exactly 1.
-            out[(size_t)i * heads * hd + (size_t)h * hd + d] = (acc / csum) * sigmoid_f(qrow[hd + d]);
-        } else {
-            float* pp = part + (((size_t)(i - row0) * heads + h) * nch + c) * (hd + 2);
-            pp[2 + d] = acc;
-            if (d == 0) {
-                pp[0] = cmax;
-                pp[1] = csum;
+    for (int g = 0; g < G; ++g) {
+        const int h = h0 + g;
+        const float* qrow = qg + (size_t)i * heads * 2 * hd + (size_t)h * 2 * hd;
+        // The tiles in order against the chunk's max; every thread computes the same weights.
+        float cmax = NEG_INF;
+        for (int tt = 0; tt < tiles; ++tt) cmax = fmaxf(cmax, tmax[g][tt]);
+        float csum = 0.0f;
+        for (int tt = 0; tt < tiles; ++tt) csum = fmaf(tsum[g][tt], expf(tmax[g][tt] - cmax), csum);
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float acc = 0.0f;
+            for (int tt = 0; tt < tiles; ++tt) acc = fmaf(tout[g][tt][d], expf(tmax[g][tt] - cmax), acc);
+            if (single) {
+                // attn_merge of one chunk: its weight exp(cmax − cmax) is exactly 1.
+                out[(size_t)i * heads * hd + (size_t)h * hd + d] = (acc / csum) * sigmoid_f(qrow[hd + d]);
+            } else {
+                float* pp = part + (((size_t)(i - row0) * heads + h) * nch + c) * (hd + 2);
+                pp[2 + d] = acc;
+                if (d == 0) {
+                    pp[0] = cmax;
+                    pp[1] = csum;
+                }
             }
         }
     }
 }
+
+// attn_chunk_g{G}: grid (heads / G, rows, chunks); G divides heads / kvh.
+#define ATTN_CHUNK(G)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(AWARPS * 32) attn_chunk_g##G(                                 \
+        const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,   \
+        const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch) { \
+        attn_chunk_heads<G>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, hd, row0,      \
+                            nch);                                                                              \
+    }
+ATTN_CHUNK(1)
+ATTN_CHUNK(2)
+ATTN_CHUNK(3)
 
 // The chunks of rows row0 + blockIdx.y (head blockIdx.x) merged in chunk order against the row's max, times the
 // gate; rows of one chunk were written by attn_chunk.

@@ -227,18 +227,12 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.0f;
-    // Group i sits in stage i mod D: the loop goes D groups at a time with the stage unrolled, so every stage
-    // address is a constant offset (no slot arithmetic per group).
-    for (int i0 = 0; i0 < n; i0 += D)
-#pragma unroll
-    for (int sl = 0; sl < D; ++sl) {
-        const int i = i0 + sl;
-        if (i >= n) break;
+    for (int i = 0; i < n; ++i) {
         cp_async_wait<D - 2>();  // group i has landed (for this lane) ...
         __syncwarp();            // ... and for every lane; the slot of group i − 1 is free
-        if (i + D - 1 < n) cp.issue(pipe_s + ((sl + D - 1) % D) * SB);
+        if (i + D - 1 < n) cp.issue(pipe_s + ((unsigned)(i + D - 1) % D) * SB);
         cp_async_commit();
-        const unsigned char* st = pipe + sl * SB;
+        const unsigned char* st = pipe + ((unsigned)i % D) * SB;
         const u32* cw = reinterpret_cast<const u32*>(st);
         const unsigned char* sbw = st + StreamStage<WPL, MT>::CODE_BYTES;
         // x's group sums, shared by the MT tiles.

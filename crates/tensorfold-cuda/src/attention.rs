@@ -5,7 +5,8 @@ use crate::device::{Arg, Dev};
 use crate::ops::{new_act, CudaAct};
 use crate::round::round_rows;
 use cudarc::driver::CudaSlice;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use tensorfold_backend::{AttnParams, AttnSpec, RowRef};
 
 /// Positions per page (PAGE in attention.cu).
@@ -18,6 +19,35 @@ const CHUNK: usize = 256;
 const CHUNK_WARPS: usize = 8;
 /// Most floats of chunk partials one attention launch writes (256 MiB), so long prefills run in slices of rows.
 const PART_FLOATS: usize = 1 << 26;
+
+/// Query heads of one kv head that an attention block takes together (attn_chunk_g1/2/3), loading each key and
+/// value once for all of them. Every choice gives each head the same arithmetic, so the same bits. Grouping pays
+/// for rows of more than one chunk of keys when the launch still has blocks for every SM (264 = two per SM of the
+/// H200): on the H200 (call 17) it took 16k-token prefill from 476 to 755 tok/s and decode at 16k of context from
+/// 62 to 70 tok/s, but slowed 64 rows of 64 keys by 8%, so rows of one chunk keep one head per block. `TENSORFOLD_CUDA_ATTN_GROUP=0` keeps one
+/// head per block always (for same-run comparisons).
+fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usize {
+    static ON: OnceLock<bool> = OnceLock::new();
+    let on =
+        *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_ATTN_GROUP").map_or(true, |v| v != "0"));
+    let per_kv = heads / kvh;
+    let g = if per_kv.is_multiple_of(3) {
+        3
+    } else if per_kv.is_multiple_of(2) {
+        2
+    } else {
+        1
+    };
+    match GROUPING.load(Ordering::Relaxed) {
+        1 => 1,
+        2 => g,
+        _ if on && chunks > 1 && heads / g * rows * chunks >= 264 => g,
+        _ => 1,
+    }
+}
+
+/// Set by the backend-ops test: 0 = by the launch's size (above), 1 = one head per block, 2 = grouped always.
+pub(crate) static GROUPING: AtomicU8 = AtomicU8::new(0);
 
 /// Pages of `[2, PAGE_ROWS, row]` f32 (keys then values), at most `capacity` taken at once.
 pub struct KvPool {
@@ -274,11 +304,12 @@ pub(crate) fn gated_attention(
     let part = (nch > 1).then(|| dev.alloc::<f32>(slice * per_row));
     let part_ptr = part.as_ref().map_or(0, |b| dev.ptr(b));
     let merge_threads = (hd.div_ceil(32) * 32) as u32;
+    let group = heads_per_block(heads, kvh, r, nch);
     for row0 in (0..r).step_by(slice) {
         let rows_here = slice.min(r - row0) as u32;
         dev.launch(
-            "attn_chunk",
-            (heads as u32, rows_here, nch as u32),
+            &format!("attn_chunk_g{group}"),
+            ((heads / group) as u32, rows_here, nch as u32),
             (CHUNK_WARPS * 32) as u32,
             &[
                 Arg::P(dev.ptr(&qround)),

@@ -423,6 +423,29 @@ pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend
         };
         compare(rep, name, &c, &g);
         check_long_attention(rep, name, &c, &g);
+        // Query heads grouped per block == one head per block, bit for bit (short and long contexts).
+        let run = |mode: u8| {
+            crate::attention::GROUPING.store(mode, std::sync::atomic::Ordering::Relaxed);
+            let r = (scenario(&g).0, long_run(&g));
+            crate::attention::GROUPING.store(0, std::sync::atomic::Ordering::Relaxed);
+            r
+        };
+        let ((one, one_long), (grouped, grouped_long)) = (run(1), run(2));
+        rep.same(
+            &format!("{name}: grouped heads == one head, prefill"),
+            &grouped.prefill,
+            &one.prefill,
+        );
+        rep.same(
+            &format!("{name}: grouped heads == one head, tree"),
+            &grouped.tree,
+            &one.tree,
+        );
+        rep.same(
+            &format!("{name}: grouped heads == one head, 600 keys"),
+            &[grouped_long.prefill, grouped_long.chain].concat(),
+            &[one_long.prefill, one_long.chain].concat(),
+        );
     }
     let lin_specs = [
         (
