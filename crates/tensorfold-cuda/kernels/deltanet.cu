@@ -58,6 +58,36 @@ __device__ __forceinline__ void dn_store(const float (&S)[VM][KMAX], float* __re
     }
 }
 
+// One entry's inputs to a block's step: its list triple, the row's q and k (key dims lane + 32·kk), the values
+// of the block's state rows and the raw gate inputs.
+template <int VM>
+struct DnInputs {
+    int i, restore, save;
+    float q[KMAX], k[KMAX], v[VM], b, a;
+    __device__ __forceinline__ void load(int e, const int* __restrict__ list, const float* __restrict__ x,
+                                         const float* __restrict__ bg, const float* __restrict__ ag, int kh, int h,
+                                         int j0, int KT, int C, int Hv, int Dk, int Dv) {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        i = list[3 * e];
+        restore = list[3 * e + 1];
+        save = list[3 * e + 2];
+        const float* xr = x + (size_t)i * C;
+#pragma unroll
+        for (int kk = 0; kk < KMAX; ++kk) {
+            const int d = lane + 32 * kk;
+            q[kk] = d < Dk ? xr[kh * Dk + d] : 0.0f;
+            k[kk] = d < Dk ? xr[KT + kh * Dk + d] : 0.0f;
+        }
+#pragma unroll
+        for (int m = 0; m < VM; ++m) {
+            const int j = j0 + warp + DN_WARPS * m;
+            v[m] = j < Dv ? xr[2 * KT + h * Dv + j] : 0.0f;
+        }
+        b = bg[(size_t)i * Hv + h];
+        a = ag[(size_t)i * Hv + h];
+    }
+};
+
 // Entries `list[3e..]` = (round row, restore, save) for e in slot_off[s]..slot_off[s+1]: restore −1 = go on
 // from the current state, −2 = the round's start state, k ≥ 0 = snapshot k; save k ≥ 0 = store the state after
 // the row as snapshot k. x: dn_conv output [R, 2·Hk·Dk + Hv·Dv]; bg, ag: [R, Hv]; out: [R, Hv·Dv], each row's
@@ -86,18 +116,22 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
     dn_load<VM>(S, st, j0, Dk, Dv);
     const float q_scale = 1.0f / sqrtf((float)Dk);
     const float neg_a = -expf(a_log[h]);
-    for (int e = slot_off[s]; e < slot_off[s + 1]; ++e) {
-        const int i = list[3 * e], restore = list[3 * e + 1], save = list[3 * e + 2];
+    // The next entry's inputs are loaded before this entry's step (they do not depend on the state), so a
+    // chain's steps do not each wait a memory latency; the values, and so the arithmetic, are the same.
+    const int e_end = slot_off[s + 1];
+    DnInputs<VM> cur, nxt;
+    if (slot_off[s] < e_end) cur.load(slot_off[s], list, x, bg, ag, kh, h, j0, KT, C, Hv, Dk, Dv);
+    for (int e = slot_off[s]; e < e_end; ++e) {
+        if (e + 1 < e_end) nxt.load(e + 1, list, x, bg, ag, kh, h, j0, KT, C, Hv, Dk, Dv);
+        const int i = cur.i, restore = cur.restore, save = cur.save;
         if (restore == -2) dn_load<VM>(S, reinterpret_cast<const float*>(starts[s]) + h * hs, j0, Dk, Dv);
         else if (restore >= 0) dn_load<VM>(S, snaps + ((size_t)restore * Hv + h) * hs, j0, Dk, Dv);
-        const float* xr = x + (size_t)i * C;
         float qv[KMAX], kv[KMAX];
         float qss = 0.0f, kss = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KMAX; ++kk) {
-            const int d = lane + 32 * kk;
-            qv[kk] = d < Dk ? xr[kh * Dk + d] : 0.0f;
-            kv[kk] = d < Dk ? xr[KT + kh * Dk + d] : 0.0f;
+            qv[kk] = cur.q[kk];
+            kv[kk] = cur.k[kk];
             qss = fmaf(qv[kk], qv[kk], qss);
             kss = fmaf(kv[kk], kv[kk], kss);
         }
@@ -108,9 +142,8 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
             qv[kk] = (qv[kk] * qinv) * q_scale;
             kv[kk] = kv[kk] * kinv;
         }
-        const float beta = sigmoid_f(bg[(size_t)i * Hv + h]);
-        const float decay = expf(neg_a * softplus_f(ag[(size_t)i * Hv + h] + dt_bias[h]));
-        const float* vr = xr + 2 * KT + h * Dv;
+        const float beta = sigmoid_f(cur.b);
+        const float decay = expf(neg_a * softplus_f(cur.a + dt_bias[h]));
         float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
 #pragma unroll
         for (int m = 0; m < VM; ++m) {
@@ -122,7 +155,7 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
                     S[m][kk] *= decay;
                     p = fmaf(S[m][kk], kv[kk], p);
                 }
-                const float delta = beta * (vr[j] - warp_sum(p));
+                const float delta = beta * (cur.v[m] - warp_sum(p));
                 float o = 0.0f;
 #pragma unroll
                 for (int kk = 0; kk < KMAX; ++kk) {
@@ -134,6 +167,7 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
             }
         }
         if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
+        cur = nxt;
     }
     dn_store<VM>(S, st, j0, Dk, Dv);
 }
