@@ -13,13 +13,7 @@ T0=$(date +%s)
 labels=(); bins=()
 for a in "$@"; do labels+=("${a%%=*}"); bins+=("${a#*=}"); done
 NEW=${bins[-1]}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/env.log" 2>&1
-step check-ops 90 "$NEW" check --device cuda --ops --quick --model fixtures/tiny-wrapper-bf16
-step check-coder 30 "$NEW" check --device cuda --quick --model models/tensorfold-coder-tiny
-for f in tiny-wrapper-bf16 tiny-mlx-4bit tiny-mlx-mixed tiny-flat-f32-sharded tiny-flat-f16-notok; do
-  step full-$f 40 "$NEW" check --device cuda --model fixtures/$f
-done
-grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF|^error|panicked" "$OUT"/check-*.log "$OUT"/full-*.log | head -30
+all_checks "$NEW"
 step synth-27b-mlx4 60 "$NEW" synth --shape 27b --format mlx4 --out /tmp/s27m4
 for i in 1 2; do
   for k in "${!bins[@]}"; do

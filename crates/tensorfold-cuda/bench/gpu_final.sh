@@ -10,13 +10,7 @@ mkdir -p "$OUT" "$FINAL"
 export TENSORFOLD_CACHE_DIR=/tmp/tfcache
 T0=$(date +%s)
 . "$(dirname "$0")/steps.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/env.log" 2>&1
-step check-ops 90 "$NEW" check --device cuda --ops --quick --model fixtures/tiny-wrapper-bf16
-step check-coder 30 "$NEW" check --device cuda --quick --model models/tensorfold-coder-tiny
-for f in tiny-wrapper-bf16 tiny-mlx-4bit tiny-mlx-mixed tiny-flat-f32-sharded tiny-flat-f16-notok; do
-  step full-$f 40 "$NEW" check --device cuda --model fixtures/$f
-done
-grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF|^error|panicked" "$OUT"/check-*.log "$OUT"/full-*.log | head -30
+all_checks "$NEW"
 sweep() {  # sweep NAME BIN MODEL LENS
   step "$1" 200 "$2" bench --device cuda --model "$3" --decode-tokens 16 --repeat 1 --prefill-lens "$4"
   grep -E 'prefill|decode|streams|round of' "$OUT/$1.log" | sed "s/^/$1 /"
