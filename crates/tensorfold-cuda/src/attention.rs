@@ -24,8 +24,8 @@ const PART_FLOATS: usize = 1 << 26;
 /// value once for all of them. Every choice gives each head the same arithmetic, so the same bits. Grouping pays
 /// for rows of more than one chunk of keys when the launch still has blocks for every SM (264 = two per SM of the
 /// H200): on the H200 (call 17) it took 16k-token prefill from 476 to 755 tok/s and decode at 16k of context from
-/// 62 to 70 tok/s, but slowed 64 rows of 64 keys by 8%, so rows of one chunk keep one head per block. `TENSORFOLD_CUDA_ATTN_GROUP=0` keeps one
-/// head per block always (for same-run comparisons).
+/// 62 to 70 tok/s, but slowed 64 rows of 64 keys by 8%, so rows of one chunk keep one head per block.
+/// `TENSORFOLD_CUDA_ATTN_GROUP=0` keeps one head per block always (for same-run comparisons).
 fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usize {
     static ON: OnceLock<bool> = OnceLock::new();
     let on =

@@ -208,7 +208,7 @@ fn recur(
     write_out: Option<(usize, Option<&Prepared>)>,
     vm: usize,
 ) {
-    let parts = s.value_dim.div_ceil(8 * vm);
+    let parts = s.value_dim.div_ceil(DN_THREADS as usize / 32 * vm);
     dev.launch(
         &format!("dn_recur_v{vm}"),
         ((s.value_heads * parts) as u32, slots as u32, 1),

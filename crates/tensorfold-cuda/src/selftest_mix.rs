@@ -431,15 +431,11 @@ pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend
             r
         };
         let ((one, one_long), (grouped, grouped_long)) = (run(1), run(2));
-        rep.same(
-            &format!("{name}: grouped heads == one head, prefill"),
-            &grouped.prefill,
-            &one.prefill,
-        );
-        rep.same(
-            &format!("{name}: grouped heads == one head, tree"),
-            &grouped.tree,
-            &one.tree,
+        same_run(
+            rep,
+            &format!("{name}: grouped heads == one head"),
+            &grouped,
+            &one,
         );
         rep.same(
             &format!("{name}: grouped heads == one head, 600 keys"),
@@ -497,22 +493,24 @@ pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend
         crate::deltanet::WHOLE_HEADS.store(true, std::sync::atomic::Ordering::Relaxed);
         let (whole, _) = scenario(&g);
         crate::deltanet::WHOLE_HEADS.store(false, std::sync::atomic::Ordering::Relaxed);
-        rep.same(
-            &format!("{name}: split heads == whole heads, prefill"),
-            &split.prefill,
-            &whole.prefill,
-        );
-        rep.same(
-            &format!("{name}: split heads == whole heads, tree"),
-            &split.tree,
-            &whole.tree,
-        );
-        rep.same(
-            &format!("{name}: split heads == whole heads, kept states"),
-            &split.kept.concat(),
-            &whole.kept.concat(),
+        same_run(
+            rep,
+            &format!("{name}: split heads == whole heads"),
+            &split,
+            &whole,
         );
     }
+}
+
+/// Two layouts of one backend gave the same bits for a whole scenario: outputs and kept states.
+fn same_run(rep: &mut Report, what: &str, a: &Run, b: &Run) {
+    rep.same(&format!("{what}, prefill"), &a.prefill, &b.prefill);
+    rep.same(&format!("{what}, tree"), &a.tree, &b.tree);
+    rep.same(
+        &format!("{what}, kept states"),
+        &a.kept.concat(),
+        &b.kept.concat(),
+    );
 }
 
 /// What the long-context scenario produced on one backend.
