@@ -330,9 +330,13 @@ pub fn kernel_names() -> Vec<String> {
                 }
             }
         }
+        for g in [1, 2] {
+            v.push(format!("project_gemm_a4_g{g}_{dt}"));
+        }
     }
     for nt in [1, 2, 4] {
         v.push(format!("project_mma_bf16_nt{nt}"));
     }
+    v.push("project_gemm_bf16".into());
     v
 }

@@ -115,6 +115,18 @@ impl CudaBackend {
     pub(crate) fn project_staged(&self, x: &CudaAct, w: &CudaMatrix, stages: usize) -> CudaAct {
         project::project_staged(&self.dev, x, w, stages)
     }
+
+    /// A projection on the decode kernels (`stages` as above) or, when `gemm`, on the prompt kernel, at any row
+    /// count: for the self-test's bit-for-bit comparison of the two.
+    pub(crate) fn project_layout(
+        &self,
+        x: &CudaAct,
+        w: &CudaMatrix,
+        stages: usize,
+        gemm: bool,
+    ) -> CudaAct {
+        project::project_layout(&self.dev, x, w, stages, gemm)
+    }
 }
 
 impl Backend for CudaBackend {

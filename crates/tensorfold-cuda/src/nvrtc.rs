@@ -14,6 +14,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "project_stream.cu",
         include_str!("../kernels/project_stream.cu"),
     ),
+    (
+        "project_gemm.cu",
+        include_str!("../kernels/project_gemm.cu"),
+    ),
     ("rowwise.cu", include_str!("../kernels/rowwise.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("deltanet.cu", include_str!("../kernels/deltanet.cu")),

@@ -1,5 +1,6 @@
-//! Projections y = x Wᵀ on the device: the tensor-core kernels (project_mma.cu, project_stream.cu) for bf16 and
-//! MLX 4-bit weights, chosen by the matrix alone, and the CUDA-core kernels (project.cu) for every other format.
+//! Projections y = x Wᵀ on the device: the tensor-core kernels (project_mma.cu, project_stream.cu; project_gemm.cu
+//! for prompt rows, with their bits) for bf16 and MLX 4-bit weights, chosen by the matrix alone, and the
+//! CUDA-core kernels (project.cu) for every other format.
 
 use crate::device::{Arg, Dev};
 use crate::ops::{
@@ -14,6 +15,18 @@ pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
 
 /// `project` with the 4-bit pipeline depth given (the self-test compares depths bit for bit).
 pub(crate) fn project_staged(dev: &Dev, x: &CudaAct, w: &CudaMatrix, stages: usize) -> CudaAct {
+    project_layout(dev, x, w, stages, gemm_for(x.rows))
+}
+
+/// `project` with the 4-bit pipeline depth and the kernel family (`gemm`: the prompt kernel, else the decode
+/// kernels, at any row count) given: every choice gives the same bits (the self-test checks each).
+pub(crate) fn project_layout(
+    dev: &Dev,
+    x: &CudaAct,
+    w: &CudaMatrix,
+    stages: usize,
+    gemm: bool,
+) -> CudaAct {
     assert_eq!(
         x.cols,
         w.cols(),
@@ -23,6 +36,9 @@ pub(crate) fn project_staged(dev: &Dev, x: &CudaAct, w: &CudaMatrix, stages: usi
     );
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     if let Some(kernel) = mma_kernel(w) {
+        if let Some(name) = gemm_kernel(w).filter(|_| gemm) {
+            return project_gemm(dev, x, w, &name);
+        }
         return project_mma(dev, x, w, None, &kernel, stages).0;
     }
     let y = new_act(dev, rows, out_f);
@@ -137,6 +153,14 @@ fn mma_kernel(w: &CudaMatrix) -> Option<String> {
     }
 }
 
+/// The decode kernels' warps per block for a matrix: how many ways its column groups are split (a number of the
+/// shape alone). Enough warps that a decode projection has many groups in flight; matrices of few outputs have
+/// few blocks, so their warps get fewer groups each (16 warps at most).
+fn mma_warps(w: &CudaMatrix) -> usize {
+    let max_warps = if w.rows() <= 1024 { 16 } else { mma_layout().1 };
+    (mma_groups(w) / 4).clamp(1, max_warps)
+}
+
 /// Column groups of a tensor-core projection (the unit its warps split).
 fn mma_groups(w: &CudaMatrix) -> usize {
     match w {
@@ -219,10 +243,7 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
         9..=16 => 2,
         _ => 4,
     };
-    // Enough warps that a decode projection has many groups in flight; a shape-only choice (see mma_kernel).
-    // Matrices of few outputs have few blocks, so their warps get fewer groups each (16 warps at most).
-    let max_warps = if out_f <= 1024 { 16 } else { mma_layout().1 };
-    let warps = (mma_groups(w) / 4).clamp(1, max_warps);
+    let warps = mma_warps(w);
     // Streamed: (stages, output tiles per block); groups of 128 only fit 4 stages of one tile. A layout whose
     // stages do not fit this many warps leaves the matrix to the direct kernel (the same bits).
     let (stages, mut tiles) = match (stages, w) {
@@ -345,7 +366,8 @@ pub(crate) fn project_pair(
             && mma_kernel(w2).as_ref() == Some(k)
             && (w1.rows(), w1.cols()) == (w2.rows(), w2.cols())
     });
-    let Some(kernel) = kernel else {
+    // Prompt rows take the prompt kernel, one launch per matrix.
+    let Some(kernel) = kernel.filter(|_| !gemm_for(x.rows)) else {
         return (project(dev, x, w1), project(dev, x, w2));
     };
     assert_eq!(
@@ -365,4 +387,72 @@ pub(crate) fn project_pair(
 fn pair_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_PAIR").map_or(true, |v| v != "0"))
+}
+
+/// Calls of this many rows or more (prompt chunks) project on project_gemm.cu when the matrix allows; decode
+/// rounds (up to 64 rows) keep the decode kernels. Either gives the same bits, so the threshold is free.
+const GEMM_MIN_ROWS: usize = 65;
+
+/// Whether a call of `rows` rows takes the prompt kernel: from GEMM_MIN_ROWS rows unless `TENSORFOLD_CUDA_GEMM=0`
+/// (for before/after measurements in one run).
+fn gemm_for(rows: usize) -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    rows >= GEMM_MIN_ROWS
+        && *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_GEMM").map_or(true, |v| v != "0"))
+}
+
+/// The prompt kernel of a matrix: bf16 with columns in whole 64s, MLX 4-bit in groups of 32 or 64; `None` keeps
+/// the decode kernels (groups of 128 do not fit its stages).
+fn gemm_kernel(w: &CudaMatrix) -> Option<String> {
+    match w {
+        CudaMatrix::Dense {
+            dtype: DenseDType::BF16,
+            cols,
+            ..
+        } if cols % 64 == 0 => Some("project_gemm_bf16".into()),
+        CudaMatrix::Affine {
+            bits: 4,
+            group_size,
+            scale_dtype,
+            cols,
+            ..
+        } if matches!(group_size, 32 | 64) && cols % group_size == 0 => Some(format!(
+            "project_gemm_a4_g{}_{}",
+            group_size / 32,
+            dtype_name(*scale_dtype)
+        )),
+        _ => None,
+    }
+}
+
+/// y = x Wᵀ by the prompt kernel `name`: blocks of 64 outputs × 64 rows, 4 warps, each output's column groups
+/// split as the decode kernels split them (mma_warps), so the bits are theirs.
+fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
+    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
+    let y = new_act(dev, rows, out_f);
+    let p = prepared(dev, x);
+    let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
+    if matches!(w, CudaMatrix::Affine { .. }) {
+        args.push(Arg::P(dev.ptr(&p.sums)));
+    }
+    args.extend(weight_args(dev, w));
+    args.push(Arg::P(dev.ptr(&y.buf)));
+    args.extend([
+        Arg::I(rows as i32),
+        Arg::I(out_f as i32),
+        Arg::I(cols as i32),
+        Arg::I(mma_warps(w) as i32),
+    ]);
+    let label = dev
+        .profile
+        .enabled
+        .then(|| format!("{name} {out_f}x{cols}"));
+    dev.launch_as(
+        name,
+        label.as_deref(),
+        (blocks(out_f, 64), blocks(rows, 64), 1),
+        128,
+        &args,
+    );
+    y
 }

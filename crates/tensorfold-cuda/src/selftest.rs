@@ -400,6 +400,7 @@ pub fn run(gpu: &CudaBackend) -> Report {
         }
     }
     check_pairs(&mut rep, gpu, &mut rng);
+    check_prompt_kernel(&mut rep, gpu, &mut rng);
     mix::check_mixers(&mut rep, &cpu, gpu, &mut rng);
     rep
 }
@@ -438,6 +439,42 @@ fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
                 ),
                 &got,
                 &want,
+            );
+        }
+    }
+}
+
+/// The prompt kernel (project_gemm.cu) against the decode kernels' direct loads, bit for bit: bf16 and MLX 4-bit
+/// weights in groups of 32 and 64 with every scale type, outputs and rows that fill no whole block, and column
+/// groups split over warps evenly and unevenly (21 groups over 5 warps).
+fn check_prompt_kernel(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
+    let mut cases: Vec<(String, StoredMatrix, &[usize])> = Vec::new();
+    for (out_f, cols) in [(72usize, 1344usize), (40, 1024)] {
+        let m = dense(DenseDType::BF16, out_f, cols, &rng.vec(out_f * cols, 0.5));
+        cases.push((format!("bf16 {out_f}x{cols}"), m, &[9, 130]));
+    }
+    for (gs, sd) in [
+        (64usize, DenseDType::BF16),
+        (32, DenseDType::F16),
+        (64, DenseDType::F32),
+    ] {
+        for (out_f, cols) in [(72usize, 1344usize), (40, 1024)] {
+            let name = format!("MLX 4-bit g{gs} {} {out_f}x{cols}", sd.name());
+            cases.push((name, affine(rng, 4, gs, sd, out_f, cols), &[9, 130]));
+        }
+    }
+    // More than 1024 outputs: 8 warps split the groups, as in the real models.
+    let big = affine(rng, 4, 64, DenseDType::BF16, 1040, 2048);
+    cases.push(("MLX 4-bit g64 BF16 1040x2048".into(), big, &[1, 70]));
+    for (name, m, row_counts) in cases {
+        let cols = m.cols();
+        let w = gpu.matrix(&m).expect("upload");
+        for &rows in row_counts {
+            let xa = act(gpu, rows, cols, &rng.vec(rows * cols, 1.0));
+            rep.same(
+                &format!("project {name}: prompt kernel vs decode kernels, {rows} rows"),
+                &gpu.to_host(&gpu.project_layout(&xa, &w, 0, true)),
+                &gpu.to_host(&gpu.project_layout(&xa, &w, 0, false)),
             );
         }
     }

@@ -61,7 +61,7 @@ pub struct BenchArgs {
     /// Prompt lengths of the prefill measurement (with --device cuda).
     #[arg(long, value_delimiter = ',', default_value = "2048")]
     pub prefill_lens: Vec<usize>,
-    /// With --device cuda: only decode and rounds of 1 and 16 rows (comparing kernel layouts in one run).
+    /// With --device cuda: only decode, rounds of 1 and 16 rows and prefill (comparing kernel layouts in one run).
     #[arg(long)]
     pub quick: bool,
 }

@@ -174,7 +174,8 @@ fn median(mut t: Vec<f64>) -> f64 {
 }
 
 /// `tensorfold bench --device cuda`: copy bandwidth, one-stream greedy decode vs the bandwidth bound, round cost
-/// by rows, aggregate decode by streams, prefill by prompt length (each line printed as soon as measured).
+/// by rows, aggregate decode by streams, prefill by prompt length (each line printed as soon as measured). `quick`:
+/// decode, rounds of 1 and 16 rows and prefill only (no streams, no decode at the prompts' context).
 pub fn bench(
     dir: &Path,
     decode_tokens: usize,
@@ -285,11 +286,9 @@ pub fn bench(
             t / one
         );
     }
-    if quick {
-        return Ok(());
-    }
-    // Aggregate decode: N streams, one row each per round, kept.
-    for n in [1usize, 4, 16, 64] {
+    // Aggregate decode (not in a quick run): N streams, one row each per round, kept.
+    let stream_counts: &[usize] = if quick { &[] } else { &[1, 4, 16, 64] };
+    for &n in stream_counts {
         let mut slots: Vec<SlotState<CudaBackend>> = (0..n)
             .map(|s| prefill(&m, &ids(vocab, 32, 10 + s as u32), 32))
             .collect::<Result<_>>()?;
@@ -326,6 +325,9 @@ pub fn bench(
             len as f64 / t,
             t
         );
+        if quick {
+            continue;
+        }
         // One-stream decode with that prompt in context (attention reads every committed key).
         let steps = 8;
         let s = Instant::now();
