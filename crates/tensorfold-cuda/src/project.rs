@@ -389,16 +389,23 @@ fn pair_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_PAIR").map_or(true, |v| v != "0"))
 }
 
-/// Calls of this many rows or more (prompt chunks) project on project_gemm.cu when the matrix allows; decode
-/// rounds (up to 64 rows) keep the decode kernels. Either gives the same bits, so the threshold is free.
-const GEMM_MIN_ROWS: usize = 65;
-
-/// Whether a call of `rows` rows takes the prompt kernel: from GEMM_MIN_ROWS rows unless `TENSORFOLD_CUDA_GEMM=0`
-/// (for before/after measurements in one run).
+/// Whether a call of `rows` rows takes the prompt kernel (project_gemm.cu) where the matrix allows: from
+/// `TENSORFOLD_CUDA_GEMM_ROWS` rows (default 65: prompt chunks; decode rounds of up to 64 rows keep the decode
+/// kernels), never with `TENSORFOLD_CUDA_GEMM=0` (for before/after measurements in one run). Either kernel gives
+/// the same bits, so the threshold is free.
 fn gemm_for(rows: usize) -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    rows >= GEMM_MIN_ROWS
-        && *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_GEMM").map_or(true, |v| v != "0"))
+    static FROM: OnceLock<usize> = OnceLock::new();
+    let from = *FROM.get_or_init(|| {
+        if std::env::var("TENSORFOLD_CUDA_GEMM").is_ok_and(|v| v == "0") {
+            return usize::MAX;
+        }
+        std::env::var("TENSORFOLD_CUDA_GEMM_ROWS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(65)
+            .max(1)
+    });
+    rows >= from
 }
 
 /// The prompt kernel of a matrix: bf16 with columns in whole 64s, MLX 4-bit in groups of 32 or 64; `None` keeps
