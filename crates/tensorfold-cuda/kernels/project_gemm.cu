@@ -318,7 +318,9 @@ __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u
     }
 #define GEMM_A4_ALL(WPL, D) GEMM_A4(WPL, f32, F32T, D) GEMM_A4(WPL, f16, F16T, D) GEMM_A4(WPL, bf16, BF16T, D)
 // Shared memory per block: D stages × (16 KB·WPL of x + 2.5 KB·WPL of weights and sums) + 8.8 KB·WPL unpacked,
-// within 48 KB. (Blocks of 128 outputs were slower on the H200, call 20, and their unpacked weights do not fit.)
+// within 48 KB. (Blocks of 128 outputs were slower on the H200, call 20, and their unpacked weights do not fit;
+// launch bounds of 2 blocks an SM, 180 registers, were slower than 3 with 166: 1,522 against 1,671 tok/s of 2k
+// prefill, call 23.)
 GEMM_A4_ALL(1, 4)
 GEMM_A4_ALL(2, 2)
 
