@@ -5,7 +5,10 @@
 
 #define AW 1        // warps per block, one (row, head) each (spread over SMs)
 #define HDMAX 256   // largest head_dim
-#define PAGE 16     // positions per KV page: [K rows | V rows], each [PAGE, kv_heads·head_dim]
+// Positions per KV page: keys then values. Keys are stored by dimension, [kv_heads·head_dim][PAGE], so the lanes
+// of a warp (one key each) read one dimension of their keys from neighbouring addresses; values by position,
+// [PAGE][kv_heads·head_dim] (a lane per dimension reads a value row together).
+#define PAGE 16
 
 // In-place RMSNorm (weights `nw`) then NeoX RoPE on the first `rd` dims of one head vector in shared memory.
 __device__ __forceinline__ void norm_rope_warp(float* v, const float* __restrict__ nw, int hd, int rd, int pos,
@@ -31,8 +34,9 @@ __device__ __forceinline__ void norm_rope_warp(float* v, const float* __restrict
 }
 
 // Normed, rotated keys and queries of the round, one warp per (row, head): blocks x < kvh take key head x of
-// k [R, kvh·hd] into kout; the others query head x − kvh of qg [R, heads·2·hd] (per head: query | gate) into
-// qout [R, heads·hd], so the chunk blocks of a row share one rotated query.
+// k [R, kvh·hd] into kout, by dimension ([kvh·hd][R], R = gridDim.y, as in the pages); the others query head
+// x − kvh of qg [R, heads·2·hd] (per head: query | gate) into qout [R, heads·hd], so the chunk blocks of a row
+// share one rotated query.
 extern "C" __global__ void __launch_bounds__(AW * 32)
     attn_prep(const float* __restrict__ k, float* __restrict__ kout, const float* __restrict__ kn,
               const float* __restrict__ qg, float* __restrict__ qout, const float* __restrict__ qn,
@@ -47,14 +51,24 @@ extern "C" __global__ void __launch_bounds__(AW * 32)
     for (int d = lane; d < hd; d += 32) v[d] = src[d];
     __syncwarp();
     norm_rope_warp(v, key ? kn : qn, hd, rd, meta[5 * i + 1], theta, eps);
-    float* dst = key ? kout + ((size_t)i * kvh + h) * hd : qout + ((size_t)i * heads + (h - kvh)) * hd;
-    for (int d = lane; d < hd; d += 32) dst[d] = v[d];
+    if (key) {
+        for (int d = lane; d < hd; d += 32) kout[((size_t)h * hd + d) * gridDim.y + i] = v[d];
+    } else {
+        float* dst = qout + ((size_t)i * heads + (h - kvh)) * hd;
+        for (int d = lane; d < hd; d += 32) dst[d] = v[d];
+    }
 }
 
-__device__ __forceinline__ const float* key_row(int t, int clen, const u64* pages, const float* kround,
-                                                const int* m, const int* paths, int row, int off) {
-    if (t < clen) return reinterpret_cast<const float*>(pages[t / PAGE]) + (size_t)(t % PAGE) * row + off;
-    return kround + (size_t)path_at(m, paths, t - clen) * row + off;
+// Dimension `off` of key t (a committed one in its page, else its round row in kround [kvh·hd][rr]); the key's
+// next dimensions follow `stride` floats apart.
+__device__ __forceinline__ const float* key_col(int t, int clen, const u64* pages, const float* kround,
+                                                const int* m, const int* paths, int rr, int off, int& stride) {
+    if (t < clen) {
+        stride = PAGE;
+        return reinterpret_cast<const float*>(pages[t / PAGE]) + (size_t)off * PAGE + t % PAGE;
+    }
+    stride = rr;
+    return kround + (size_t)off * rr + path_at(m, paths, t - clen);
 }
 
 __device__ __forceinline__ const float* value_row(int t, int clen, const u64* pages, const float* vround,
@@ -80,7 +94,7 @@ __device__ __forceinline__ const float* value_row(int t, int clen, const u64* pa
 template <int G>
 __device__ __forceinline__ void attn_tile(const float (*q)[HDMAX], int t0, int n, int clen, const u64* pages,
                                           const float* kround, const float* vround, const int* m, const int* paths,
-                                          int row, int off, int hd, float scale, float (&tmax)[G], float (&tsum)[G],
+                                          int row, int rr, int off, int hd, float scale, float (&tmax)[G], float (&tsum)[G],
                                           float (&o)[G][HDMAX / 32]) {
     const int lane = threadIdx.x & 31;
     const int t = t0 + lane;
@@ -88,13 +102,19 @@ __device__ __forceinline__ void attn_tile(const float (*q)[HDMAX], int t0, int n
 #pragma unroll
     for (int g = 0; g < G; ++g) s[g] = NEG_INF;
     if (t < n) {
-        const float4* kp = reinterpret_cast<const float4*>(key_row(t, clen, pages, kround, m, paths, row, off));
+        int ks;
+        const float* kp = key_col(t, clen, pages, kround, m, paths, rr, off, ks);
         float a0[G], a1[G], a2[G], a3[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) a0[g] = a1[g] = a2[g] = a3[g] = 0.0f;
 #pragma unroll 8
         for (int d = 0; d < hd / 4; ++d) {
-            const float4 kv = kp[d];
+            float4 kv;
+            kv.x = kp[0];
+            kv.y = kp[ks];
+            kv.z = kp[2 * ks];
+            kv.w = kp[3 * ks];
+            kp += 4 * ks;
 #pragma unroll
             for (int g = 0; g < G; ++g) {
                 const float4 qv = reinterpret_cast<const float4*>(q[g])[d];
@@ -153,7 +173,7 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
                                                  float* __restrict__ out, float* __restrict__ part,
                                                  const u64* __restrict__ tables, const int* __restrict__ meta,
                                                  const int* __restrict__ paths, int heads, int kvh, int hd, int row0,
-                                                 int nch) {
+                                                 int nch, int rr) {
     __shared__ __align__(16) float q[G][HDMAX];
     __shared__ float tmax[G][ATILES], tsum[G][ATILES];
     __shared__ float tout[G][ATILES][HDMAX];
@@ -172,7 +192,8 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
     const int tiles = min(ATILES, (n - first + 31) / 32);
     for (int tt = warp; tt < tiles; tt += AWARPS) {
         float o[G][HDMAX / 32], mx[G], sm[G];
-        attn_tile<G>(q, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, off, hd, scale, mx, sm, o);
+        attn_tile<G>(q, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, rr, off, hd, scale, mx, sm,
+                     o);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             if (lane == 0) {
@@ -214,13 +235,14 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
     }
 }
 
-// attn_chunk_g{G}: grid (heads / G, rows, chunks); G divides heads / kvh.
+// attn_chunk_g{G}: grid (heads / G, rows, chunks); G divides heads / kvh; rr = the round's rows (kround's width).
 #define ATTN_CHUNK(G)                                                                                          \
     extern "C" __global__ void __launch_bounds__(AWARPS * 32) attn_chunk_g##G(                                 \
         const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,   \
-        const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch) { \
-        attn_chunk_heads<G>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, hd, row0,      \
-                            nch);                                                                              \
+        const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch,   \
+        int rr) {                                                                                              \
+        attn_chunk_heads<G>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, hd, row0, nch, \
+                            rr);                                                                               \
     }
 ATTN_CHUNK(1)
 ATTN_CHUNK(2)
@@ -249,16 +271,17 @@ extern "C" __global__ void attn_merge(const float* __restrict__ qg, const float*
     }
 }
 
-// Appends round rows `path` (keys from kround, values from vround) at positions start.. of a slot's pages.
+// Appends round rows `path` (keys from kround [row][rr], values from vround [rr][row]) at positions start.. of
+// a slot's pages.
 extern "C" __global__ void kv_keep(const float* __restrict__ kround, const float* __restrict__ vround,
-                                   const u64* __restrict__ table, const int* __restrict__ path, int start, int row) {
-    const int t = start + blockIdx.x;
+                                   const u64* __restrict__ table, const int* __restrict__ path, int start, int row,
+                                   int rr) {
+    const int t = start + blockIdx.x, src = path[blockIdx.x];
     float* page = reinterpret_cast<float*>(table[t / PAGE]);
-    const size_t src = (size_t)path[blockIdx.x] * row;
-    float* kd = page + (size_t)(t % PAGE) * row;
+    float* kd = page + t % PAGE;
     float* vd = page + (size_t)(PAGE + t % PAGE) * row;
     for (int c = threadIdx.x; c < row; c += blockDim.x) {
-        kd[c] = kround[src + c];
-        vd[c] = vround[src + c];
+        kd[(size_t)c * PAGE] = kround[(size_t)c * rr + src];
+        vd[c] = vround[(size_t)src * row + c];
     }
 }

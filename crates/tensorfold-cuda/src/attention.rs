@@ -49,7 +49,8 @@ fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usiz
 /// Set by the backend-ops test: 0 = by the launch's size (above), 1 = one head per block, 2 = grouped always.
 pub(crate) static GROUPING: AtomicU8 = AtomicU8::new(0);
 
-/// Pages of `[2, PAGE_ROWS, row]` f32 (keys then values), at most `capacity` taken at once.
+/// Pages of `2 · PAGE_ROWS · row` f32 (keys by dimension, then values by position), at most `capacity` taken at
+/// once.
 pub struct KvPool {
     capacity: usize,
     inner: Mutex<(usize, Vec<CudaSlice<f32>>)>,
@@ -88,10 +89,12 @@ impl KvPool {
     }
 }
 
-/// The round's normed, rotated keys and its values, shared by the slots of the call.
+/// The round's normed, rotated keys (by dimension: `[row][rows]`, as in the pages) and its values (`[rows, row]`),
+/// shared by the slots of the call.
 struct KvRound {
     k: CudaSlice<f32>,
     v: Arc<CudaSlice<f32>>,
+    rows: usize,
 }
 
 /// Keys and values of one attention layer for one slot.
@@ -184,13 +187,15 @@ impl CudaKv {
                 Arg::P(dev.ptr(&*idx)),
                 Arg::I(self.len as i32),
                 Arg::I(self.row as i32),
+                Arg::I(round.rows as i32),
             ],
         );
         self.len += path.len();
         Ok(())
     }
 
-    /// Committed keys and values as `[len, row]` host vectors.
+    /// Committed keys and values as `[len, row]` host vectors (a page holds its keys by dimension, `[row,
+    /// PAGE_ROWS]`, then its values by position).
     pub(crate) fn export(&self) -> (Vec<f32>, Vec<f32>) {
         let mut k = Vec::with_capacity(self.len * self.row);
         let mut v = Vec::with_capacity(self.len * self.row);
@@ -200,7 +205,9 @@ impl CudaKv {
                 break;
             }
             let host = self.dev.download(page, self.page_floats());
-            k.extend_from_slice(&host[..n * self.row]);
+            for j in 0..n {
+                k.extend((0..self.row).map(|c| host[c * PAGE_ROWS + j]));
+            }
             v.extend_from_slice(&host[PAGE_ROWS * self.row..(PAGE_ROWS + n) * self.row]);
         }
         (k, v)
@@ -217,7 +224,11 @@ impl CudaKv {
             }
             let m = (n - lo).min(PAGE_ROWS);
             let mut host = vec![0f32; 2 * PAGE_ROWS * self.row];
-            host[..m * self.row].copy_from_slice(&k[lo * self.row..(lo + m) * self.row]);
+            for j in 0..m {
+                for c in 0..self.row {
+                    host[c * PAGE_ROWS + j] = k[(lo + j) * self.row + c];
+                }
+            }
             host[PAGE_ROWS * self.row..(PAGE_ROWS + m) * self.row]
                 .copy_from_slice(&v[lo * self.row..(lo + m) * self.row]);
             crate::device::ok(self.dev.stream.memcpy_htod(&host, page), "KV restore");
@@ -326,6 +337,7 @@ pub(crate) fn gated_attention(
                 Arg::I(hd as i32),
                 Arg::I(row0 as i32),
                 Arg::I(nch as i32),
+                Arg::I(r as i32),
             ],
         );
         if nch > 1 {
@@ -349,6 +361,7 @@ pub(crate) fn gated_attention(
     let round = Arc::new(KvRound {
         k: kround,
         v: v.buf.clone(),
+        rows: r,
     });
     let mut by_slot: Vec<Vec<usize>> = vec![Vec::new(); states.len()];
     for (i, row) in rows.iter().enumerate() {

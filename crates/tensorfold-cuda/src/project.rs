@@ -300,6 +300,19 @@ fn weight_args(dev: &Dev, w: &CudaMatrix) -> Vec<Arg> {
     }
 }
 
+/// The leading arguments of every tensor-core kernel: x's tensor-core form (hi, lo, and for 4-bit weights its
+/// group sums), the weights, then y.
+fn tensor_core_args(dev: &Dev, x: &CudaAct, w: &CudaMatrix, y: &CudaAct) -> Vec<Arg> {
+    let p = prepared(dev, x);
+    let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
+    if matches!(w, CudaMatrix::Affine { .. }) {
+        args.push(Arg::P(dev.ptr(&p.sums)));
+    }
+    args.extend(weight_args(dev, w));
+    args.push(Arg::P(dev.ptr(&y.buf)));
+    args
+}
+
 /// y = x Wᵀ on tensor cores (see mma_plan), and x W₂ᵀ by the same launch when `w2` (of W's shape) is given and
 /// the kernel is a streamed one.
 fn project_mma(
@@ -315,13 +328,7 @@ fn project_mma(
     let w2 = w2.filter(|_| plan.streamed);
     let y = new_act(dev, rows, out_f);
     let y2 = w2.map(|_| new_act(dev, rows, out_f));
-    let p = prepared(dev, x);
-    let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
-    if matches!(w, CudaMatrix::Affine { .. }) {
-        args.push(Arg::P(dev.ptr(&p.sums)));
-    }
-    args.extend(weight_args(dev, w));
-    args.push(Arg::P(dev.ptr(&y.buf)));
+    let mut args = tensor_core_args(dev, x, w, &y);
     let mut grid = plan.grid;
     if plan.streamed {
         // The second matrix's blocks follow the first's (one matrix: the first's arguments again, never read).
@@ -437,13 +444,7 @@ fn gemm_kernel(w: &CudaMatrix) -> Option<String> {
 fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     let y = new_act(dev, rows, out_f);
-    let p = prepared(dev, x);
-    let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
-    if matches!(w, CudaMatrix::Affine { .. }) {
-        args.push(Arg::P(dev.ptr(&p.sums)));
-    }
-    args.extend(weight_args(dev, w));
-    args.push(Arg::P(dev.ptr(&y.buf)));
+    let mut args = tensor_core_args(dev, x, w, &y);
     args.extend([
         Arg::I(rows as i32),
         Arg::I(out_f as i32),
