@@ -94,8 +94,8 @@ __device__ __forceinline__ const float* value_row(int t, int clen, const u64* pa
 template <int G>
 __device__ __forceinline__ void attn_tile(const float (*q)[HDMAX], int t0, int n, int clen, const u64* pages,
                                           const float* kround, const float* vround, const int* m, const int* paths,
-                                          int row, int rr, int off, int hd, float scale, float (&tmax)[G], float (&tsum)[G],
-                                          float (&o)[G][HDMAX / 32]) {
+                                          int row, int rr, int off, int hd, float scale, float (&tmax)[G],
+                                          float (&tsum)[G], float (&o)[G][HDMAX / 32]) {
     const int lane = threadIdx.x & 31;
     const int t = t0 + lane;
     float s[G];
