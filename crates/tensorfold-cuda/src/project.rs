@@ -36,7 +36,7 @@ pub(crate) fn project_layout(
     );
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     if let Some(kernel) = mma_kernel(w) {
-        if let Some(name) = gemm_kernel(w).filter(|_| gemm) {
+        if let Some(name) = gemm_kernel(&kernel).filter(|_| gemm) {
             return project_gemm(dev, x, w, &name);
         }
         return project_mma(dev, x, w, None, &kernel, stages).0;
@@ -374,7 +374,8 @@ pub(crate) fn project_pair(
             && (w1.rows(), w1.cols()) == (w2.rows(), w2.cols())
     });
     // Prompt rows take the prompt kernel, one launch per matrix.
-    let Some(kernel) = kernel.filter(|_| !gemm_for(x.rows)) else {
+    let kernel = kernel.filter(|k| !(gemm_for(x.rows) && gemm_kernel(k).is_some()));
+    let Some(kernel) = kernel else {
         return (project(dev, x, w1), project(dev, x, w2));
     };
     assert_eq!(
@@ -415,28 +416,11 @@ fn gemm_for(rows: usize) -> bool {
     rows >= from
 }
 
-/// The prompt kernel of a matrix: bf16 with columns in whole 64s, MLX 4-bit in groups of 32 or 64; `None` keeps
-/// the decode kernels (groups of 128 do not fit its stages).
-fn gemm_kernel(w: &CudaMatrix) -> Option<String> {
-    match w {
-        CudaMatrix::Dense {
-            dtype: DenseDType::BF16,
-            cols,
-            ..
-        } if cols % 64 == 0 => Some("project_gemm_bf16".into()),
-        CudaMatrix::Affine {
-            bits: 4,
-            group_size,
-            scale_dtype,
-            cols,
-            ..
-        } if matches!(group_size, 32 | 64) && cols % group_size == 0 => Some(format!(
-            "project_gemm_a4_g{}_{}",
-            group_size / 32,
-            dtype_name(*scale_dtype)
-        )),
-        _ => None,
-    }
+/// The prompt kernel of a tensor-core kernel family (`mma_kernel`'s name): bf16, and MLX 4-bit in groups of 32 or
+/// 64; `None` for groups of 128, whose stages do not fit, which keep the decode kernels.
+fn gemm_kernel(family: &str) -> Option<String> {
+    (!family.starts_with("project_mma_a4_g4"))
+        .then(|| family.replace("project_mma", "project_gemm"))
 }
 
 /// y = x Wᵀ by the prompt kernel `name`: blocks of 64 outputs × 64 rows, 4 warps, each output's column groups
@@ -463,4 +447,27 @@ fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
         &args,
     );
     y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gemm_kernel;
+    use crate::device::kernel_names;
+
+    #[test]
+    fn every_prompt_kernel_the_dispatch_names_is_in_the_module() {
+        let module = kernel_names();
+        let mut families = vec!["project_mma_bf16".to_string()];
+        for dt in ["f32", "f16", "bf16"] {
+            for g in [1, 2, 4] {
+                families.push(format!("project_mma_a4_g{g}_{dt}"));
+            }
+        }
+        for family in &families {
+            match gemm_kernel(family) {
+                Some(name) => assert!(module.contains(&name), "{family} -> {name} is not built"),
+                None => assert!(family.contains("_g4_"), "{family} has no prompt kernel"),
+            }
+        }
+    }
 }
