@@ -201,6 +201,11 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
             }
     return OK;
 }
+// cuLaunchKernelEx's config, as the driver lays it out (the attributes are ignored: work runs at launch, in order).
+struct EmuLaunchConfig { unsigned gx, gy, gz, bx, by, bz, smem; void* stream; void* attrs; unsigned n_attrs; };
+CUresult cuLaunchKernelEx(const EmuLaunchConfig* c, void* f, void** params, void** extra) {
+    return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params, extra);
+}
 CUresult cuMemHostAlloc(void** p, size_t n, unsigned) { *p = aligned_alloc(4096, ((n + 4095) / 4096) * 4096 + 4096); return *p ? OK : 2; }
 CUresult cuMemFreeHost(void* p) { free(p); return OK; }
 // Events hold the wall-clock time of their record (work runs at launch, so that is when it finished).

@@ -41,6 +41,7 @@ extern "C" __global__ void __launch_bounds__(AW * 32)
     attn_prep(const float* __restrict__ k, float* __restrict__ kout, const float* __restrict__ kn,
               const float* __restrict__ qg, float* __restrict__ qout, const float* __restrict__ qn,
               const int* __restrict__ meta, int kvh, int heads, int hd, int rd, double theta, float eps) {
+    kernel_entry();
     __shared__ __align__(16) float ks[AW][HDMAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int h = blockIdx.x * AW + warp, i = blockIdx.y;
@@ -241,6 +242,7 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
         const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,   \
         const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch,   \
         int rr) {                                                                                              \
+        kernel_entry();                                                                                        \
         attn_chunk_heads<G>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, hd, row0, nch, \
                             rr);                                                                               \
     }
@@ -253,6 +255,7 @@ ATTN_CHUNK(3)
 extern "C" __global__ void attn_merge(const float* __restrict__ qg, const float* __restrict__ part,
                                       float* __restrict__ out, const int* __restrict__ meta, int heads, int hd,
                                       int row0, int nch) {
+    kernel_entry();
     const int h = blockIdx.x, i = row0 + blockIdx.y;
     const int* m = meta + 5 * i;
     const int n = m[2] + m[4];
@@ -276,6 +279,7 @@ extern "C" __global__ void attn_merge(const float* __restrict__ qg, const float*
 extern "C" __global__ void kv_keep(const float* __restrict__ kround, const float* __restrict__ vround,
                                    const u64* __restrict__ table, const int* __restrict__ path, int start, int row,
                                    int rr) {
+    kernel_entry();
     const int t = start + blockIdx.x, src = path[blockIdx.x];
     float* page = reinterpret_cast<float*>(table[t / PAGE]);
     float* kd = page + t % PAGE;

@@ -9,6 +9,19 @@ typedef unsigned short u16;
 #define FULL_MASK 0xffffffffu
 #define NEG_INF __int_as_float(0xff800000)
 
+// The first statement of every kernel. Kernels are launched with programmatic stream serialization (device.rs):
+// one may be scheduled while the kernel before it in the stream is still finishing, which hides most of the gap
+// between two dependent launches. So each kernel first waits for its predecessor's completion and memory
+// (griddepcontrol.wait; immediate when launched without the attribute) and touches no global memory before
+// that, then lets its own successor be scheduled. A successor's wait covers this kernel's whole run, so every
+// access still happens in stream order.
+__device__ __forceinline__ void kernel_entry() {
+#ifndef TF_EMU
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }
 
 // Exact IEEE half → float on the bits (subnormals, infinities and NaNs included).
@@ -60,4 +73,16 @@ __device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : lo
 // consecutive round rows −path−1, −path, … (a chain, the common case) when path < 0.
 __device__ __forceinline__ int path_at(const int* __restrict__ m, const int* __restrict__ paths, int j) {
     return m[3] >= 0 ? paths[m[3] + j] : -m[3] - 1 + j;
+}
+
+// The tile-major layout of 4-bit matrices on the tensor-core path (ops.rs tile_major, made at upload): codes
+// [tiles of 16 outputs][groups][16 outputs][group bytes], scales and biases [tiles][groups][16 outputs], the last
+// tile padded with zeros. A warp's share of one group of one tile is then one contiguous run of bytes (the
+// checkpoint's row-major order scatters it over 16 rows, which streamed at ~3.1 TB/s against ~4.0 on the H200).
+// Byte offset of output o's codes for group G (gb bytes a group), and the index of its scale and bias.
+__device__ __forceinline__ size_t a4_tile_code(int o, int G, int groups, int gb) {
+    return (((size_t)(o >> 4) * groups + G) * 16 + (o & 15)) * gb;
+}
+__device__ __forceinline__ size_t a4_tile_param(int o, int G, int groups) {
+    return ((size_t)(o >> 4) * groups + G) * 16 + (o & 15);
 }

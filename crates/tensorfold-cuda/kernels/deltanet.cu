@@ -12,6 +12,7 @@
 extern "C" __global__ void dn_conv(const float* __restrict__ mixed, const float* __restrict__ conv_w,
                                    float* __restrict__ x, const u64* __restrict__ tails, const int* __restrict__ meta,
                                    const int* __restrict__ paths, int C, int K) {
+    kernel_entry();
     const int c = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y;
     if (c >= C) return;
     const int* m = meta + 5 * i;
@@ -177,6 +178,7 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
         const float* x, const float* bg, const float* ag, float* out, const float* a_log, const float* dt_bias, \
         const u64* states, const u64* starts, float* snaps, const int* list, const int* slot_off, int Hk,       \
         int Hv, int Dk, int Dv, int write_out) {                                                                \
+        kernel_entry();                                                                                         \
         dn_recur_rows<VM>(x, bg, ag, out, a_log, dt_bias, states, starts, snaps, list, slot_off, Hk, Hv, Dk,    \
                           Dv, write_out);                                                                       \
     }
@@ -190,6 +192,7 @@ DN_RECUR(16)
 extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
     dn_norm(float* __restrict__ out, const float* __restrict__ z, const float* __restrict__ norm_w, u16* __restrict__ oh,
             u16* __restrict__ ol, float* __restrict__ os, int Hv, int Dv, float eps, int prep) {
+    kernel_entry();
     __shared__ float scratch[32];
     const size_t ob = (size_t)blockIdx.x * Hv * Dv + (size_t)blockIdx.y * Dv;
     float ss = 0.0f;
@@ -207,6 +210,7 @@ extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
 extern "C" __global__ void dn_tail_keep(const float* __restrict__ old_tail, const float* __restrict__ mixed,
                                         float* __restrict__ new_tail, const int* __restrict__ path, int plen, int C,
                                         int K) {
+    kernel_entry();
     const int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
     if (c >= C) return;
     const int idx = plen + t;

@@ -188,19 +188,30 @@ __device__ __forceinline__ void embed_dense(const typename E::raw* __restrict__ 
     for (int c = threadIdx.x; c < cols; c += blockDim.x) out[(size_t)blockIdx.x * cols + c] = E::get(row[c]);
 }
 
-template <int BITS, typename S>
+// Rows of an MLX table by id; TILED: 4-bit codes in the tensor-core path's tile-major layout (common.cu).
+template <int BITS, typename S, bool TILED>
 __device__ __forceinline__ void embed_affine(const u32* __restrict__ codes, const typename S::raw* __restrict__ scales,
                                              const typename S::raw* __restrict__ biases, const u32* __restrict__ ids,
                                              float* __restrict__ out, int cols, int gs) {
-    const size_t id = ids[blockIdx.x];
+    const int id = (int)ids[blockIdx.x];
     const int ng = cols / gs;
-    const u32* row = codes + id * (size_t)(cols / 32 * BITS);
+    const u32* row = codes + (size_t)id * (size_t)(cols / 32 * BITS);
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        const int bit = c * BITS, i = bit >> 5, s = bit & 31;
-        u32 v = row[i] >> s;
-        if (s + BITS > 32) v |= row[i + 1] << (32 - s);
+        const int G = c / gs;
+        u32 v;
+        size_t p;
+        if constexpr (TILED) {
+            const int cc = c % gs;
+            v = codes[a4_tile_code(id, G, ng, gs / 2) / 4 + cc / 8] >> (4 * (cc & 7));
+            p = a4_tile_param(id, G, ng);
+        } else {
+            const int bit = c * BITS, i = bit >> 5, s = bit & 31;
+            v = row[i] >> s;
+            if (s + BITS > 32) v |= row[i + 1] << (32 - s);
+            p = (size_t)id * ng + G;
+        }
         const float q = (float)(v & ((1u << BITS) - 1u));
-        const float sc = S::get(scales[id * ng + c / gs]), bi = S::get(biases[id * ng + c / gs]);
+        const float sc = S::get(scales[p]), bi = S::get(biases[p]);
         out[(size_t)blockIdx.x * cols + c] = fmaf(sc, q, bi);
     }
 }
@@ -208,9 +219,11 @@ __device__ __forceinline__ void embed_affine(const u32* __restrict__ codes, cons
 #define DENSE(NAME, E)                                                                                           \
     extern "C" __global__ void __launch_bounds__(PW * 32)                                                         \
         project_dense_##NAME(const float* x, const E::raw* w, float* y, int rows, int out, int cols) {            \
+        kernel_entry();                                                                                           \
         project_dense<E>(x, w, y, rows, out, cols);                                                               \
     }                                                                                                             \
     extern "C" __global__ void embed_dense_##NAME(const E::raw* w, const u32* ids, float* out, int cols) {       \
+        kernel_entry();                                                                                          \
         embed_dense<E>(w, ids, out, cols);                                                                        \
     }
 DENSE(f32, F32T)
@@ -221,14 +234,26 @@ DENSE(bf16, BF16T)
     extern "C" __global__ void __launch_bounds__(PW * 32)                                                         \
         project_affine_##BITS##_##NAME(const float* x, const u32* codes, const S::raw* scales,                    \
                                        const S::raw* biases, float* y, int rows, int out, int cols, int gs) {     \
+        kernel_entry();                                                                                           \
         project_affine<BITS, S>(x, codes, scales, biases, y, rows, out, cols, gs);                                \
     }                                                                                                             \
     extern "C" __global__ void embed_affine_##BITS##_##NAME(const u32* codes, const S::raw* scales,               \
                                                             const S::raw* biases, const u32* ids, float* out,     \
                                                             int cols, int gs) {                                   \
-        embed_affine<BITS, S>(codes, scales, biases, ids, out, cols, gs);                                         \
+        kernel_entry();                                                                                           \
+        embed_affine<BITS, S, false>(codes, scales, biases, ids, out, cols, gs);                                  \
     }
 #define AFFINE_ALL(BITS) AFFINE(BITS, f32, F32T) AFFINE(BITS, f16, F16T) AFFINE(BITS, bf16, BF16T)
+#define EMBED_TILED(NAME, S)                                                                                     \
+    extern "C" __global__ void embed_affine_4_tiled_##NAME(const u32* codes, const S::raw* scales,               \
+                                                           const S::raw* biases, const u32* ids, float* out,      \
+                                                           int cols, int gs) {                                    \
+        kernel_entry();                                                                                           \
+        embed_affine<4, S, true>(codes, scales, biases, ids, out, cols, gs);                                      \
+    }
+EMBED_TILED(f32, F32T)
+EMBED_TILED(f16, F16T)
+EMBED_TILED(bf16, BF16T)
 AFFINE_ALL(2)
 AFFINE_ALL(3)
 AFFINE_ALL(4)

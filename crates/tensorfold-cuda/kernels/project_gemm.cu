@@ -75,9 +75,11 @@ __device__ __forceinline__ void gemm_issue(SmemAddr st, int G, const u16* __rest
         for (int i = 0; i < (St::BO * WCPR + T - 1) / T; ++i) {
             const int o = tid / WCPR + i * (T / WCPR);
             if ((St::BO * WCPR) % T == 0 || o < St::BO) {
-                const unsigned char* src = reinterpret_cast<const unsigned char*>(wdata) +
-                                           (size_t)min(ob + o, out - 1) * (cols / St::GS) * St::WB +
-                                           (size_t)G * St::WB + k * 16;
+                // 4-bit codes are tile-major (common.cu a4_tile_code), bf16 weights row-major.
+                const int oc = min(ob + o, out - 1), groups = cols / St::GS;
+                const unsigned char* src = reinterpret_cast<const unsigned char*>(wdata) + k * 16 +
+                                           (Q4 ? a4_tile_code(oc, G, groups, St::WB)
+                                               : ((size_t)oc * groups + G) * St::WB);
                 cp_async16(st + St::W_OFF + o * St::WB + (Q4 ? k : gemm_swz<WCPR>(o, k)) * 16, src, true);
             }
         }
@@ -89,8 +91,9 @@ __device__ __forceinline__ void gemm_issue(SmemAddr st, int G, const u16* __rest
         for (int i = 0; i < (St::BO * 2 + T - 1) / T; ++i) {
             const int c = tid + i * T;
             if ((St::BO * 2) % T == 0 || c < St::BO * 2) {
+                const size_t at = a4_tile_param(min(ob + (c >> 1), out - 1), G, groups);
                 const unsigned char* p = reinterpret_cast<const unsigned char*>((c & 1) ? biases : scales) +
-                                         ((size_t)min(ob + (c >> 1), out - 1) * groups + G) * sizeof(typename S::raw);
+                                         at * sizeof(typename S::raw);
                 cp_async4(st + St::SB_OFF + c * 4, reinterpret_cast<const void*>((size_t)p & ~(size_t)3), true);
             }
         }
@@ -144,7 +147,7 @@ __device__ __forceinline__ void gemm_unpack(const unsigned char* st, unsigned ch
 #pragma unroll
     for (int i = 0; i < St::BO * 2 / T; ++i) {
         const int c = tid + i * T;
-        const u32 sub = (u32)(((size_t)min(ob + (c >> 1), out - 1) * groups + G) * sizeof(typename S::raw)) & 3u;
+        const u32 sub = (u32)(a4_tile_param(min(ob + (c >> 1), out - 1), G, groups) * sizeof(typename S::raw)) & 3u;
         sbf[c] = S::get(*reinterpret_cast<const typename S::raw*>(st + St::SB_OFF + c * 4 + sub));
     }
     const float* xss = reinterpret_cast<const float*>(st + St::XS_OFF);
@@ -163,7 +166,7 @@ __host__ __device__ constexpr int gemm_unpacked_bytes() {
 }
 
 // y = x Wᵀ for bf16 weights (Q4 false: wdata is [out, cols] bf16, WPL = 2, S unused) or MLX 4-bit codes (wdata
-// is [out, cols/8] u32, group 32·WPL, scales and biases of type S). D stages.
+// is tile-major (a4_tile_code), group 32·WPL, scales and biases of type S). D stages.
 template <int WPL, int OW, bool Q4, typename S, int D>
 __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u16* __restrict__ xl,
                                              const float* __restrict__ xs, const void* __restrict__ wdata,
@@ -315,6 +318,7 @@ __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u
         project_gemm_a4_g##WPL##_##NAME(const u16* xh, const u16* xl, const float* xs, const u32* codes,          \
                                         const S::raw* scales, const S::raw* biases, float* y, int rows, int out, \
                                         int cols, int nw) {                                                      \
+        kernel_entry();                                                                                          \
         project_gemm<WPL, 1, true, S, D>(xh, xl, xs, codes, scales, biases, y, rows, out, cols, nw);              \
     }
 #define GEMM_A4_ALL(WPL, D) GEMM_A4(WPL, f32, F32T, D) GEMM_A4(WPL, f16, F16T, D) GEMM_A4(WPL, bf16, BF16T, D)
@@ -328,5 +332,6 @@ GEMM_A4_ALL(2, 2)
 // bf16 weights: 64-column groups, blocks of 64 outputs (two stages of 24 KB).
 extern "C" __global__ void __launch_bounds__(128, 3)
     project_gemm_bf16(const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out, int cols, int nw) {
+    kernel_entry();
     project_gemm<2, 1, false, F32T, 2>(xh, xl, nullptr, w, nullptr, nullptr, y, rows, out, cols, nw);
 }

@@ -71,6 +71,7 @@ __device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict
 // wholly in range or wholly out.
 extern "C" __global__ void prepare_x(const float* __restrict__ x, u16* __restrict__ xh, u16* __restrict__ xl,
                                      float* __restrict__ xs, int rows, int cols) {
+    kernel_entry();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)rows * cols) return;
     prepare_store(i, x[i], xh, xl, xs);
@@ -205,8 +206,8 @@ __device__ __forceinline__ void load_words(const u32* __restrict__ p, u32 (&q)[W
     }
 }
 
-// MLX 4-bit codes [out, cols/8] u32 with per-group scales and biases, group gs = 32·WPL: the warps take groups in
-// turn; lane t holds WPL words (gs/4 columns) of each group, so each mma stays inside one group.
+// MLX 4-bit codes with per-group scales and biases, group gs = 32·WPL, tile-major (common.cu a4_tile_code): the
+// warps take groups in turn; lane t holds WPL words (gs/4 columns) of each group, so each mma stays inside one group.
 template <int NT, int WPL, typename S>
 __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                const float* __restrict__ xs, const u32* __restrict__ codes,
@@ -230,8 +231,8 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
             crow[nt][c] = r < rows ? r : -1;
         }
     const bool has_g = o0 + g < out, has_g8 = o0 + g + 8 < out;
-    const int words = cols / 8, groups = cols / GS, chunks = cols / 32;
-    const size_t og = (size_t)(has_g ? o0 + g : 0), og8 = (size_t)(has_g8 ? o0 + g + 8 : 0);
+    const int groups = cols / GS, chunks = cols / 32;
+    const int og = has_g ? o0 + g : 0, og8 = has_g8 ? o0 + g + 8 : 0;
     float acc[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -245,18 +246,18 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
             const int G = G0 + u * nw;
             const size_t w0 = (size_t)G * (GS / 8) + t * WPL;
             if (G < groups && has_g) {
-                load_words<WPL>(codes + og * words + w0, qg[u]);
-                sb[u][0] = S::get(scales[og * groups + G]);
-                sb[u][1] = S::get(biases[og * groups + G]);
+                load_words<WPL>(codes + a4_tile_code(og, G, groups, GS / 2) / 4 + t * WPL, qg[u]);
+                sb[u][0] = S::get(scales[a4_tile_param(og, G, groups)]);
+                sb[u][1] = S::get(biases[a4_tile_param(og, G, groups)]);
             } else {
 #pragma unroll
                 for (int j = 0; j < WPL; ++j) qg[u][j] = 0u;
                 sb[u][0] = sb[u][1] = 0.0f;
             }
             if (G < groups && has_g8) {
-                load_words<WPL>(codes + og8 * words + w0, qg8[u]);
-                sb[u][2] = S::get(scales[og8 * groups + G]);
-                sb[u][3] = S::get(biases[og8 * groups + G]);
+                load_words<WPL>(codes + a4_tile_code(og8, G, groups, GS / 2) / 4 + t * WPL, qg8[u]);
+                sb[u][2] = S::get(scales[a4_tile_param(og8, G, groups)]);
+                sb[u][3] = S::get(biases[a4_tile_param(og8, G, groups)]);
             } else {
 #pragma unroll
                 for (int j = 0; j < WPL; ++j) qg8[u][j] = 0u;
@@ -305,6 +306,7 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
     extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
         project_mma_bf16_nt##NT(const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out,          \
                                 int cols) {                                                                       \
+        kernel_entry();                                                                                           \
         project_mma_bf16<NT>(xh, xl, w, y, rows, out, cols);                                                      \
     }
 MMA_BF16(1)
@@ -316,6 +318,7 @@ MMA_BF16(4)
         project_mma_a4_g##WPL##_##NAME##_nt##NT(const u16* xh, const u16* xl, const float* xs, const u32* codes,  \
                                                 const S::raw* scales, const S::raw* biases, float* y, int rows,  \
                                                 int out, int cols) {                                             \
+        kernel_entry();                                                                                          \
         project_mma_a4<NT, WPL, S>(xh, xl, xs, codes, scales, biases, y, rows, out, cols);                        \
     }
 #define MMA_A4_NT(WPL, NAME, S) MMA_A4(1, WPL, NAME, S) MMA_A4(2, WPL, NAME, S) MMA_A4(4, WPL, NAME, S)

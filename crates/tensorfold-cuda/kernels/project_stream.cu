@@ -81,9 +81,8 @@ __device__ __forceinline__ void pairs_a4_masked(u32 q, u32 mask, u32 (&p)[4]) {
 }
 
 // One pipeline stage of a warp, for MT tiles of 16 outputs: the codes of its 16·MT outputs for one group (output
-// row r at r·16·WPL bytes), then per tile 32 words of scale (slots 0..15, output m·16 + slot) and bias (slots
-// 16..31) bytes: the aligned 4-byte word that holds the output's value (a 2-byte scale shares its word with a
-// neighbouring group's).
+// row r at r·16·WPL bytes: tile m's run of the tile-major codes at m·256·WPL), then per tile m its 16 scales and
+// 16 biases (32 raw values at CODE_BYTES + m·32·sizeof(raw); 128 bytes a tile are kept, the most a raw needs).
 template <int WPL, int MT>
 struct StreamStage {
     static constexpr int CODE_BYTES = 16 * MT * 16 * WPL;
@@ -99,38 +98,35 @@ __host__ __device__ constexpr int stream_warps() {
     return 16 * D * StreamStage<WPL, MT>::BYTES <= 47 * 1024 ? 16 : 8;
 }
 
-// A lane's share of the copies of its warp's groups, in order: per 16-byte chunk of codes its next source, per
-// tile the next scale-or-bias byte; each `issue` copies one group and steps to the warp's next (nw groups on).
-// Outputs past `out` keep a fixed valid address and copy zeros.
+// A lane's share of the copies of its warp's groups, in order: per 16-byte chunk of codes its next source, and
+// for lanes below MT·PCH one 16-byte chunk of a tile's scales or biases; each `issue` copies one group and steps
+// to the warp's next (nw groups on). Tiles past the last read the last tile (valid addresses, no per-copy
+// predicate): their results are never written (finish_tiles), and an mma's output row depends on its own A row.
 template <int WPL, int MT, typename S>
 struct StreamCopies {
     static constexpr int CPL = StreamStage<WPL, MT>::CPL;
-    const u32* src[CPL];
-    int step;  // words from one of the warp's groups to its next
-    const unsigned char* sb[MT];
-    int sb_step;
+    static constexpr int TB = 256 * WPL;                            // bytes of one tile's codes for one group
+    static constexpr int PCH = 2 * (int)sizeof(typename S::raw);  // 16-byte chunks of a tile's scales + biases
+    const unsigned char* src[CPL];
+    const unsigned char* psrc;
+    int step, pstep;  // bytes from one of the warp's groups to its next, in the codes and in the parameters
 
-    // Outputs past `out` copy the last output's bytes (valid addresses, no per-copy predicate): their results are
-    // never written (finish_tiles), and an mma's output row depends on its own A row only.
     __device__ __forceinline__ void init(const u32* codes, const typename S::raw* scales,
-                                         const typename S::raw* biases, int o0, int out, int words, int groups,
-                                         int G0, int nw) {
-        constexpr int GS = 32 * WPL;
+                                         const typename S::raw* biases, int tile0, int tiles, int groups, int G0,
+                                         int nw) {
         const int lane = threadIdx.x & 31;
-        step = nw * (GS / 8);
+        step = nw * TB;
 #pragma unroll
         for (int k = 0; k < CPL; ++k) {
-            const int c = lane + 32 * k, r = c / WPL, part = c % WPL;
-            const int o = min(o0 + r, out - 1);
-            src[k] = codes + (size_t)o * words + (size_t)G0 * (GS / 8) + part * 4;
+            const int c = lane + 32 * k, tl = min(tile0 + c / (16 * WPL), tiles - 1);
+            src[k] = reinterpret_cast<const unsigned char*>(codes) + ((size_t)tl * groups + G0) * TB +
+                     (c % (16 * WPL)) * 16;
         }
-        sb_step = nw * (int)sizeof(typename S::raw);
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-            const int o = min(o0 + m * 16 + (lane & 15), out - 1);
-            const unsigned char* base = reinterpret_cast<const unsigned char*>(lane < 16 ? scales : biases);
-            sb[m] = base + ((size_t)o * groups + G0) * sizeof(typename S::raw);
-        }
+        constexpr int HALF = PCH / 2;
+        const int m = min(lane / PCH, MT - 1), q = lane % PCH, tl = min(tile0 + m, tiles - 1);
+        const unsigned char* base = reinterpret_cast<const unsigned char*>(q < HALF ? scales : biases);
+        psrc = base + ((size_t)tl * groups + G0) * 16 * sizeof(typename S::raw) + (q % HALF) * 16;
+        pstep = nw * 16 * (int)sizeof(typename S::raw);
     }
 
     // Copies the warp's next group into the stage at `stage`.
@@ -142,23 +138,14 @@ struct StreamCopies {
                 cp_async16(stage + (lane + 32 * k) * 16, src[k], true);
                 src[k] += step;
             }
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-            const unsigned char* word = reinterpret_cast<const unsigned char*>((size_t)sb[m] & ~(size_t)3);
-            cp_async4(stage + StreamStage<WPL, MT>::CODE_BYTES + (m * 32 + lane) * 4, word, true);
-            sb[m] += sb_step;
-        }
+        if (lane < MT * PCH) cp_async16(stage + StreamStage<WPL, MT>::CODE_BYTES + lane * 16, psrc, true);
+        psrc += pstep;
     }
 };
 
-// The scale or bias in stage word `slot`, at byte `sub` of it.
-template <typename S>
-__device__ __forceinline__ float stream_param(const unsigned char* words4, int slot, u32 sub) {
-    return S::get(*reinterpret_cast<const typename S::raw*>(words4 + slot * 4 + sub));
-}
-
-// MLX 4-bit codes [out, cols/8] u32, group gs = 32·WPL; a block owns MT tiles of 16 outputs (each warp computes
-// all of them for its groups, so x is read once per MT tiles); D pipeline stages per warp (D − 1 in flight).
+// MLX 4-bit codes, group gs = 32·WPL, tile-major (common.cu a4_tile_code); a block owns MT tiles of 16 outputs
+// (each warp computes all of them for its groups, so x is read once per MT tiles); D pipeline stages per warp
+// (D − 1 in flight).
 template <int NT, int WPL, typename S, int D, int MT>
 __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                   const float* __restrict__ xs, const u32* __restrict__ codes,
@@ -184,24 +171,14 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 #pragma unroll
         for (int c = 0; c < 2; ++c) crow[nt][c] = min((rt0 + nt) * 8 + 2 * t + c, rows - 1);
     }
-    const int words = cols / 8, groups = cols / GS, chunks = cols / 32;
+    const int groups = cols / GS, chunks = cols / 32;
     const u32 mask = opaque_nibble_mask();
     // This warp's groups: warp, warp + nw, … (project_mma_a4's split), n of them. Every pointer below starts at
     // the warp's first group and steps nw groups at a time.
     const int n = warp < groups ? (groups - warp + nw - 1) / nw : 0;
     StreamCopies<WPL, MT, S> cp;
-    cp.init(codes, scales, biases, ob, out, words, groups, warp, nw);
+    cp.init(codes, scales, biases, tile * MT, (out + MMA_OUT - 1) / MMA_OUT, groups, warp, nw);
     const SmemAddr pipe_s = smem_addr(pipe);
-    // Per tile, where outputs g and g + 8 find their scale and bias in their aligned words: (o·groups + G)·size
-    // mod 4, from the output's part and G's (stepped with G).
-    u32 orow[MT][2];
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-            orow[m][h] = (u32)(((size_t)(ob + m * 16 + g + 8 * h) * groups * sizeof(typename S::raw)) & 3u);
-    u32 gpart = (u32)warp * sizeof(typename S::raw);
-    const u32 gpart_step = (u32)nw * sizeof(typename S::raw);
     // x (hi, lo) at this lane's first word of the group, and x's 32-column sums at the group's first.
     const u16 *xhp[NT], *xlp[NT];
     const float* xsp[NT][2];
@@ -283,13 +260,10 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         }
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            // Outputs past `out` read some neighbour's scale and bias here: their results are never written.
-            const u32 sg = (orow[m][0] + gpart) & 3u, sg8 = (orow[m][1] + gpart) & 3u;
-            float sb[4];
-            sb[0] = stream_param<S>(sbw, m * 32 + g, sg);
-            sb[1] = stream_param<S>(sbw, m * 32 + 16 + g, sg);
-            sb[2] = stream_param<S>(sbw, m * 32 + g + 8, sg8);
-            sb[3] = stream_param<S>(sbw, m * 32 + 24 + g, sg8);
+            // Outputs past `out` read padding or a clamped tile here: their results are never written.
+            const typename S::raw* ps =
+                reinterpret_cast<const typename S::raw*>(sbw + m * 32 * (int)sizeof(typename S::raw));
+            const float sb[4] = {S::get(ps[g]), S::get(ps[16 + g]), S::get(ps[g + 8]), S::get(ps[24 + g])};
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 acc[m][nt][0] = fmaf(sb[1], sx[nt][0], fmaf(sb[0], d[m][nt][0], acc[m][nt][0]));
@@ -298,7 +272,6 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
                 acc[m][nt][3] = fmaf(sb[3], sx[nt][1], fmaf(sb[2], d[m][nt][3], acc[m][nt][3]));
             }
         }
-        gpart += gpart_step;
     }
     cp_async_wait<0>();
     __syncthreads();  // every warp is done with its stages before they become the reduction's scratch
@@ -318,6 +291,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
             const u16* xh, const u16* xl, const float* xs, const u32* codes, const S::raw* scales,               \
             const S::raw* biases, float* y, const u32* codes2, const S::raw* scales2, const S::raw* biases2,    \
             float* y2, int split, int rows, int out, int cols) {                                                 \
+        kernel_entry();                                                                                          \
         const bool second = (int)blockIdx.x >= split;                                                            \
         project_stream_a4<NT, WPL, S, D, MT>(second ? blockIdx.x - split : blockIdx.x, xh, xl, xs,               \
                                              second ? codes2 : codes, second ? scales2 : scales,                 \

@@ -67,6 +67,7 @@ __device__ __forceinline__ void rms_row(float* __restrict__ x, const float* __re
 extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
                                     u16* __restrict__ yh, u16* __restrict__ yl, float* __restrict__ ys, int cols,
                                     float eps, int prep) {
+    kernel_entry();
     // x is only read when no residual is given.
     rms_row(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, cols, eps, prep);
 }
@@ -76,10 +77,12 @@ extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __
 extern "C" __global__ void add_rms_norm(float* __restrict__ x, const float* __restrict__ y,
                                         const float* __restrict__ w, float* __restrict__ out, u16* __restrict__ oh,
                                         u16* __restrict__ ol, float* __restrict__ os, int cols, float eps, int prep) {
+    kernel_entry();
     rms_row(x, y, w, out, oh, ol, os, cols, eps, prep);
 }
 
 extern "C" __global__ void add_assign(float* __restrict__ x, const float* __restrict__ y, u64 n) {
+    kernel_entry();
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) x[i] += y[i];
 }
 
@@ -87,6 +90,7 @@ extern "C" __global__ void add_assign(float* __restrict__ x, const float* __rest
 extern "C" __global__ void swiglu(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ out,
                                   u16* __restrict__ oh, u16* __restrict__ ol, float* __restrict__ os, u64 n,
                                   int prep) {
+    kernel_entry();
     const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float v = silu_f(g[i]) * u[i];
@@ -96,6 +100,7 @@ extern "C" __global__ void swiglu(const float* __restrict__ g, const float* __re
 
 extern "C" __global__ void gather_rows(const float* __restrict__ x, const int* __restrict__ rows,
                                        float* __restrict__ out, int cols) {
+    kernel_entry();
     const float* src = x + (size_t)rows[blockIdx.x] * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) out[(size_t)blockIdx.x * cols + c] = src[c];
 }

@@ -8,7 +8,7 @@ use cudarc::driver::{
 };
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// One kernel argument, passed by value.
 #[derive(Clone, Copy, Debug)]
@@ -149,15 +149,46 @@ impl Dev {
         ok(self.ctx.bind_to_thread(), name);
         // SAFETY: `ptrs` point into `vals`, which outlives the call; the callers pass arguments matching the
         // kernel's signature and buffers sized for the launch (each op checks its shapes first).
-        let r = unsafe {
-            result::launch_kernel(
-                f.cu_function(),
-                grid,
-                (block, 1, 1),
-                0,
-                self.stream.cu_stream(),
-                &mut ptrs,
-            )
+        let r = if dependent_launch() {
+            // Every kernel starts with kernel_entry (common.cu), which waits for its predecessor: launching it
+            // early only overlaps the launch with the predecessor's tail.
+            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id =
+                sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr.value.programmaticStreamSerializationAllowed = 1;
+            let config = sys::CUlaunchConfig {
+                gridDimX: grid.0,
+                gridDimY: grid.1,
+                gridDimZ: grid.2,
+                blockDimX: block,
+                blockDimY: 1,
+                blockDimZ: 1,
+                sharedMemBytes: 0,
+                hStream: self.stream.cu_stream(),
+                attrs: &mut attr,
+                numAttrs: 1,
+            };
+            // SAFETY: as for launch_kernel below; `config` and `attr` outlive the call.
+            unsafe {
+                sys::cuLaunchKernelEx(
+                    &config,
+                    f.cu_function(),
+                    ptrs.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+                .result()
+            }
+        } else {
+            unsafe {
+                result::launch_kernel(
+                    f.cu_function(),
+                    grid,
+                    (block, 1, 1),
+                    0,
+                    self.stream.cu_stream(),
+                    &mut ptrs,
+                )
+            }
         };
         ok(r, name);
         if let (Some(start), Some(end)) = (start, self.profile.mark(&self.ctx, &self.stream)) {
@@ -289,6 +320,13 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), String> {
 }
 
 /// Every kernel the module must export.
+/// Whether kernels are launched with programmatic dependent launch (see kernel_entry in common.cu): on unless
+/// `TENSORFOLD_CUDA_PDL=0` (for before/after measurements in one run). Timing only: the bits are the same.
+fn dependent_launch() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_PDL").map_or(true, |v| v != "0"))
+}
+
 pub fn kernel_names() -> Vec<String> {
     let mut v: Vec<String> = [
         "rms_norm",
@@ -320,6 +358,7 @@ pub fn kernel_names() -> Vec<String> {
             v.push(format!("project_affine_{bits}_{dt}"));
             v.push(format!("embed_affine_{bits}_{dt}"));
         }
+        v.push(format!("embed_affine_4_tiled_{dt}"));
         for nt in [1, 2, 4] {
             for g in [1, 2, 4] {
                 v.push(format!("project_mma_a4_g{g}_{dt}_nt{nt}"));

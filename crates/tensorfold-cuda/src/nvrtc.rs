@@ -128,3 +128,30 @@ pub fn program_cubin(arch: &str, driver_version: i32) -> Result<(Vec<u8>, bool),
     }
     Ok((cubin, false))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SOURCES;
+
+    /// Kernels are launched allowed to overlap their predecessor (device.rs dependent_launch); that is safe only
+    /// because each one waits for it before touching memory, so a kernel without kernel_entry would race.
+    #[test]
+    fn every_kernel_waits_for_its_predecessor_before_anything_else() {
+        let mut kernels = 0;
+        for (file, text) in SOURCES {
+            for (at, _) in text.match_indices("extern \"C\" __global__") {
+                let body = at + text[at..].find('{').expect("a kernel body");
+                let first =
+                    text[body + 1..].trim_start_matches(|c: char| c.is_whitespace() || c == '\\');
+                let name: String = text[at..body].chars().filter(|c| *c != '\\').collect();
+                assert!(
+                    first.starts_with("kernel_entry();"),
+                    "{file}: the kernel at `{}` does not start with kernel_entry()",
+                    name.split_whitespace().collect::<Vec<_>>().join(" ")
+                );
+                kernels += 1;
+            }
+        }
+        assert!(kernels >= 20, "only {kernels} kernels found");
+    }
+}

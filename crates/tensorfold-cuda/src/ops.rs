@@ -3,7 +3,7 @@
 //! Projections are in project.rs.
 
 use crate::device::{ok, Arg, Dev};
-use crate::project::{alloc_prepared, fuse_prepare, fusion_enabled};
+use crate::project::{alloc_prepared, fuse_prepare, fusion_enabled, tensor_core_a4};
 use cudarc::driver::CudaSlice;
 use std::sync::{Arc, OnceLock};
 use tensorfold_core::{CoreError, DenseDType, MatrixRef, Result, StoredMatrix};
@@ -48,6 +48,9 @@ pub enum CudaMatrix {
         scale_dtype: DenseDType,
         rows: usize,
         cols: usize,
+        /// Codes, scales and biases in the tile-major layout the tensor-core kernels read (`tile_major`), else
+        /// in the checkpoint's row-major one.
+        tiled: bool,
     },
 }
 
@@ -131,18 +134,45 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
                     "{rows}×{cols} {bits}-bit: short codes, scales or biases"
                 ));
             }
+            let (codes, scales, biases) = (&codes[..code_bytes], &scales[..sb], &biases[..sb]);
+            let tiled = bits == 4 && tensor_core_a4(group_size, cols);
+            let upload = |data: &[u8], unit: usize| {
+                if tiled {
+                    dev.upload(&tile_major(data, rows, cols / group_size, unit))
+                } else {
+                    dev.upload(data)
+                }
+            };
             Ok(CudaMatrix::Affine {
                 bits,
                 group_size,
-                codes: dev.upload(&codes[..code_bytes]),
-                scales: dev.upload(&scales[..sb]),
-                biases: dev.upload(&biases[..sb]),
+                codes: upload(codes, group_size / 2),
+                scales: upload(scales, scale_dtype.size()),
+                biases: upload(biases, scale_dtype.size()),
                 scale_dtype,
                 rows,
                 cols,
+                tiled,
             })
         }
     }
+}
+
+/// A row-major `[rows][groups][unit bytes]` array (4-bit codes: a group's bytes; scales, biases: one value)
+/// in tile-major order, `[tiles of 16 rows][groups][16 rows][unit]`, the last tile padded with zeros: one
+/// group of 16 outputs, what one warp of a tensor-core kernel reads, is then one contiguous run (common.cu
+/// a4_tile_code says why).
+fn tile_major(src: &[u8], rows: usize, groups: usize, unit: usize) -> Vec<u8> {
+    let row_bytes = groups * unit;
+    let mut dst = vec![0u8; rows.div_ceil(16) * 16 * row_bytes];
+    for (o, row) in src.chunks_exact(row_bytes).take(rows).enumerate() {
+        let (tile, r) = (o / 16, o % 16);
+        for (g, part) in row.chunks_exact(unit).enumerate() {
+            let at = ((tile * groups + g) * 16 + r) * unit;
+            dst[at..at + unit].copy_from_slice(part);
+        }
+    }
+    dst
 }
 
 impl CudaAct {
@@ -188,9 +218,14 @@ pub(crate) fn embed(dev: &Dev, table: &CudaMatrix, ids: &[u32]) -> CudaAct {
             scales,
             biases,
             scale_dtype,
+            tiled,
             ..
         } => dev.launch(
-            &format!("embed_affine_{bits}_{}", dtype_name(*scale_dtype)),
+            &format!(
+                "embed_affine_{bits}_{}{}",
+                if *tiled { "tiled_" } else { "" },
+                dtype_name(*scale_dtype)
+            ),
             grid,
             THREADS,
             &[

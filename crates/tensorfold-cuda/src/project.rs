@@ -67,8 +67,11 @@ pub(crate) fn project_layout(
             scales,
             biases,
             scale_dtype,
+            tiled,
             ..
         } => {
+            // Tiled matrices are exactly those mma_kernel takes, so they never reach the CUDA-core kernels.
+            assert!(!tiled, "project: a tile-major matrix on the CUDA-core path");
             let mut args = vec![
                 Arg::P(xp),
                 Arg::P(dev.ptr(codes)),
@@ -94,6 +97,12 @@ pub(crate) fn project_layout(
 fn mma_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_MMA").map_or(true, |v| v != "0"))
+}
+
+/// Whether MLX 4-bit codes in groups of `group_size` over `cols` columns take the tensor-core kernels (groups of
+/// 32, 64 or 128): those matrices are uploaded tile-major (ops.rs tile_major).
+pub(crate) fn tensor_core_a4(group_size: usize, cols: usize) -> bool {
+    mma_enabled() && matches!(group_size, 32 | 64 | 128) && cols.is_multiple_of(group_size)
 }
 
 /// How the tensor-core projections are laid out, fixed for the process: the 4-bit weight stream
@@ -139,12 +148,11 @@ fn mma_kernel(w: &CudaMatrix) -> Option<String> {
             ..
         } if cols % 64 == 0 => Some("project_mma_bf16".into()),
         CudaMatrix::Affine {
-            bits: 4,
+            tiled: true,
             group_size,
             scale_dtype,
-            cols,
             ..
-        } if matches!(group_size, 32 | 64 | 128) && cols % group_size == 0 => Some(format!(
+        } => Some(format!(
             "project_mma_a4_g{}_{}",
             group_size / 32,
             dtype_name(*scale_dtype)
