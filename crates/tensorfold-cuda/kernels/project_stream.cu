@@ -207,7 +207,9 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     for (int i = 0; i < n; ++i) {
         cp_async_wait<D - 2>();  // group i has landed (for this lane) ...
         __syncwarp();            // ... and for every lane; the slot of group i − 1 is free
-        if (i + D - 1 < n) cp.issue(pipe_s + ((unsigned)(i + D - 1) % D) * SB);
+        // Unconditional: the last D − 1 issues copy bytes past the warp's groups into stages never read (ops.rs
+        // pads every tile-major array so those reads stay in bounds); no branch keeps the loop short.
+        cp.issue(pipe_s + ((unsigned)(i + D - 1) % D) * SB);
         cp_async_commit();
         const unsigned char* st = pipe + ((unsigned)i % D) * SB;
         const u32* cw = reinterpret_cast<const u32*>(st);

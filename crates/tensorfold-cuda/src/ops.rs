@@ -161,13 +161,17 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
 /// A row-major `[rows][groups][unit bytes]` array (4-bit codes: a group's bytes; scales, biases: one value)
 /// in tile-major order, `[tiles of 16 rows][groups][16 rows][unit]`, the last tile padded with zeros: one
 /// group of 16 outputs, what one warp of a tensor-core kernel reads, is then one contiguous run (common.cu
-/// a4_tile_code says why).
+/// a4_tile_code says why). Then `OVERRUN_GROUPS` groups of zeros, which the weight stream's last copies may read
+/// (project_stream.cu issues them without a branch; at most 7 stages ahead × 16 warps).
 fn tile_major(src: &[u8], rows: usize, groups: usize, unit: usize) -> Vec<u8> {
     use rayon::prelude::*;
-    let row_bytes = groups * unit;
-    let mut dst = vec![0u8; rows.div_ceil(16) * 16 * row_bytes];
+    const OVERRUN_GROUPS: usize = 7 * 16;
+    let (row_bytes, tile_bytes) = (groups * unit, 16 * groups * unit);
+    let tiled = rows.div_ceil(16) * tile_bytes;
+    let mut dst = vec![0u8; tiled + OVERRUN_GROUPS * 16 * unit];
     // Tiles in parallel (a 27B checkpoint is ~14 GB of small copies): each tile's output is its own slice.
-    dst.par_chunks_mut(16 * row_bytes)
+    dst[..tiled]
+        .par_chunks_mut(tile_bytes)
         .enumerate()
         .for_each(|(tile, out)| {
             for r in 0..16.min(rows - tile * 16) {
@@ -420,7 +424,7 @@ mod tests {
     use super::tile_major;
 
     #[test]
-    fn tile_major_puts_each_group_of_16_rows_in_one_run_and_pads_the_last_tile_with_zeros() {
+    fn tile_major_puts_each_group_of_16_rows_in_one_run_and_pads_with_zeros() {
         let (rows, groups, unit) = (20usize, 3usize, 2usize);
         // Byte b of row o, group g: a value that names all three (never 0).
         let val = |o: usize, g: usize, b: usize| (1 + o * 7 + g * 3 + b) as u8;
@@ -428,7 +432,11 @@ mod tests {
             .flat_map(|o| (0..groups).flat_map(move |g| (0..unit).map(move |b| val(o, g, b))))
             .collect();
         let dst = tile_major(&src, rows, groups, unit);
-        assert_eq!(dst.len(), 32 * groups * unit);
+        assert_eq!(dst.len(), 32 * groups * unit + 7 * 16 * 16 * unit);
+        assert!(
+            dst[32 * groups * unit..].iter().all(|&b| b == 0),
+            "the overrun tail is zeros"
+        );
         for tile in 0..2 {
             for g in 0..groups {
                 for r in 0..16 {

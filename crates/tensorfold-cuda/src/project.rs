@@ -109,16 +109,16 @@ pub(crate) fn tensor_core_a4(group_size: usize, cols: usize) -> bool {
 /// (`TENSORFOLD_CUDA_MMA_STAGES`: 0 = project_mma.cu's direct loads; 4 or 8 = project_stream.cu with that many
 /// stages of one 16-output tile per block; 2 = 4 stages of two tiles per block; unset = `STREAM_AUTO`, 4 stages of
 /// one tile for calls of up to 8 rows and of two tiles above; groups of 128 always get 4 stages of one tile) and the
-/// most warps a block of a matrix with more than 1024 outputs splits the columns over (`TENSORFOLD_CUDA_MMA_WARPS`,
-/// 1..=16; smaller matrices take up to 16). Stages and tiles only move bytes: every layout gives the direct
+/// most warps a block of a matrix with more outputs than `TENSORFOLD_CUDA_MMA_WIDE` (default 1024) splits the
+/// columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16; smaller matrices take up to 16). Stages and tiles only move bytes: every layout gives the direct
 /// kernel's bits for the same warps (the self-test checks each), so even choosing them by the row count keeps a
 /// row's bits independent of its round. The warps change the bits, so they depend on the matrix alone. The
 /// defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
 /// The default stream layout (see mma_layout).
 pub(crate) const STREAM_AUTO: usize = 1;
 
-fn mma_layout() -> (usize, usize) {
-    static LAYOUT: OnceLock<(usize, usize)> = OnceLock::new();
+fn mma_layout() -> (usize, usize, usize) {
+    static LAYOUT: OnceLock<(usize, usize, usize)> = OnceLock::new();
     *LAYOUT.get_or_init(|| {
         let var = |name: &str| {
             std::env::var(name)
@@ -130,7 +130,8 @@ fn mma_layout() -> (usize, usize) {
             _ => STREAM_AUTO,
         };
         let warps = var("TENSORFOLD_CUDA_MMA_WARPS").unwrap_or(8).clamp(1, 16);
-        (stages, warps)
+        let wide = var("TENSORFOLD_CUDA_MMA_WIDE").unwrap_or(1024);
+        (stages, warps, wide)
     })
 }
 
@@ -163,9 +164,12 @@ fn mma_kernel(w: &CudaMatrix) -> Option<String> {
 
 /// The decode kernels' warps per block for a matrix: how many ways its column groups are split (a number of the
 /// shape alone). Enough warps that a decode projection has many groups in flight; matrices of few outputs have
-/// few blocks, so their warps get fewer groups each (16 warps at most).
+/// few blocks, so their warps get fewer groups each (16 warps at most, for up to 1024 outputs). Nsight Compute
+/// (call 26) found a 1-row 27B down projection (320 blocks of 8 warps) waiting on memory at 19 warps an SM;
+/// 16 warps for matrices of up to 8192 outputs (`TENSORFOLD_CUDA_MMA_WIDE=8192`) was slower still (call 27).
 fn mma_warps(w: &CudaMatrix) -> usize {
-    let max_warps = if w.rows() <= 1024 { 16 } else { mma_layout().1 };
+    let (_, warps, wide) = mma_layout();
+    let max_warps = if w.rows() <= wide.max(1024) { 16 } else { warps };
     (mma_groups(w) / 4).clamp(1, max_warps)
 }
 
