@@ -4,17 +4,9 @@
 # with the old warp rule (TENSORFOLD_CUDA_MMA_WIDE=1024: 16 warps only up to 1024 outputs) on the 27B MLX 4-bit
 # shape (twice), and NEW against the old rule on the 9B MLX 4-bit and bf16 shapes.
 FINAL=${1:?out dir}; BUDGET=${2:-480}; NEW=${3:?new binary}; START=${4:?start binary}
-OUT=/tmp/tflogs
-mkdir -p "$OUT" "$FINAL"
-export TENSORFOLD_CACHE_DIR=/tmp/tfcache
-T0=$(date +%s)
 . "$(dirname "$0")/steps.sh"
+mkdir -p "$FINAL"
 all_checks "$NEW"
-quick() {  # quick NAME MODEL BIN [ENV...]
-  local name=$1 model=$2 bin=$3; shift 3
-  step "$name" 60 env "$@" "$bin" bench --device cuda --model "$model" --decode-tokens 16 --repeat 2 --quick --prefill-lens 2048
-  grep -E 'prefill|decode, 1|round of' "$OUT/$name.log" | sed "s/^/$name /"
-}
 step synth-27b-mlx4 60 "$NEW" synth --shape 27b --format mlx4 --out /tmp/s27m4
 for i in 1 2; do
   quick 27b-start-$i /tmp/s27m4 "$START"
@@ -30,5 +22,4 @@ step synth-9b-bf16 60 "$NEW" synth --shape 9b --format bf16 --out /tmp/s9b
 quick 9b-bf16-new /tmp/s9b "$NEW"
 quick 9b-bf16-narrow /tmp/s9b "$NEW" TENSORFOLD_CUDA_MMA_WIDE=1024
 rm -rf /tmp/s9b
-echo "total $(( $(date +%s) - T0 ))s"
-for f in "$OUT"/*.log; do echo "===== $(basename $f)"; cat "$f"; done > "$FINAL/all.log"
+finish "$FINAL"

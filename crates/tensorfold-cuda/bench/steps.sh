@@ -1,4 +1,9 @@
-# steps.sh: sourced by the gpu_*.sh scripts. Needs BUDGET (seconds), T0 (start, epoch seconds) and OUT (log dir).
+# steps.sh: sourced by the gpu_*.sh scripts. Needs BUDGET (seconds); T0 (start, epoch seconds), OUT (log dir) and
+# the kernel cache default to now, /tmp/tflogs and /tmp/tfcache when the script has not set them.
+OUT=${OUT:-/tmp/tflogs}
+T0=${T0:-$(date +%s)}
+export TENSORFOLD_CACHE_DIR=${TENSORFOLD_CACHE_DIR:-/tmp/tfcache}
+mkdir -p "$OUT"
 # `step NAME SECONDS CMD...` runs CMD under a timeout when at least SECONDS of the budget are left, logging to
 # $OUT/NAME.log and printing its exit status and duration; otherwise it prints SKIP.
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
@@ -20,4 +25,18 @@ all_checks() {
     step full-$f 40 "$1" check --device cuda --model fixtures/$f
   done
   grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF|^error|panicked" "$OUT"/check-*.log "$OUT"/full-*.log | head -30
+}
+
+# `quick NAME MODEL BIN [ENV...]`: BIN's quick bench (decode, rounds of 1 and 16 rows, a 2k prefill; best of 2) on
+# MODEL, under the environment settings ENV, logged as NAME; prints its result lines.
+quick() {
+  local name=$1 model=$2 bin=$3; shift 3
+  step "$name" 40 env "$@" "$bin" bench --device cuda --model "$model" --decode-tokens 16 --repeat 2 --quick --prefill-lens 2048
+  grep -E 'prefill|decode, 1|round of|loaded' "$OUT/$name.log" | sed "s/^/$name /"
+}
+
+# `finish FINAL`: prints the total time and gathers every log into FINAL/all.log.
+finish() {
+  echo "total $(( $(date +%s) - T0 ))s"
+  for f in "$OUT"/*.log; do echo "===== $(basename $f)"; cat "$f"; done > "$1/all.log"
 }
