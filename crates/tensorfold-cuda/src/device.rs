@@ -152,6 +152,7 @@ impl Dev {
         let r = if dependent_launch() {
             // Every kernel starts with kernel_entry (common.cu), which waits for its predecessor: launching it
             // early only overlaps the launch with the predecessor's tail.
+            // SAFETY: a plain C struct (an id, padding and a union of integers), valid when zeroed.
             let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
             attr.id =
                 sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -319,7 +320,6 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), String> {
     Ok(())
 }
 
-/// Every kernel the module must export.
 /// Whether kernels are launched with programmatic dependent launch (see kernel_entry in common.cu): on unless
 /// `TENSORFOLD_CUDA_PDL=0` (for before/after measurements in one run). Timing only: the bits are the same.
 fn dependent_launch() -> bool {
@@ -327,6 +327,7 @@ fn dependent_launch() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_PDL").map_or(true, |v| v != "0"))
 }
 
+/// Every kernel the module must export.
 pub fn kernel_names() -> Vec<String> {
     let mut v: Vec<String> = [
         "rms_norm",

@@ -105,18 +105,21 @@ pub(crate) fn tensor_core_a4(group_size: usize, cols: usize) -> bool {
     mma_enabled() && matches!(group_size, 32 | 64 | 128) && cols.is_multiple_of(group_size)
 }
 
-/// How the tensor-core projections are laid out, fixed for the process: the 4-bit weight stream
-/// (`TENSORFOLD_CUDA_MMA_STAGES`: 0 = project_mma.cu's direct loads; 4 or 8 = project_stream.cu with that many
-/// stages of one 16-output tile per block; 2 = 4 stages of two tiles per block; unset = `STREAM_AUTO`, 4 stages of
-/// one tile for calls of up to 8 rows and of two tiles above; groups of 128 always get 4 stages of one tile) and the
-/// most warps a block of a matrix with more outputs than `TENSORFOLD_CUDA_MMA_WIDE` (default 1024) splits the
-/// columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16; smaller matrices take up to 16). Stages and tiles only move bytes: every layout gives the direct
-/// kernel's bits for the same warps (the self-test checks each), so even choosing them by the row count keeps a
-/// row's bits independent of its round. The warps change the bits, so they depend on the matrix alone. The
-/// defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
 /// The default stream layout (see mma_layout).
 pub(crate) const STREAM_AUTO: usize = 1;
 
+/// How the tensor-core projections are laid out, fixed for the process.
+/// - The 4-bit weight stream (`TENSORFOLD_CUDA_MMA_STAGES`): 0 = project_mma.cu's direct loads; 4 or 8 =
+///   project_stream.cu with that many stages of one 16-output tile per block; 2 = 4 stages of two tiles per
+///   block; unset = `STREAM_AUTO`, 4 stages of one tile for calls of up to 8 rows and of two tiles above (groups
+///   of 128 always get 4 stages of one tile). Stages and tiles only move bytes: every layout gives the direct
+///   kernel's bits for the same warps (the self-test checks each), so even choosing them by the row count keeps
+///   a row's bits independent of its round.
+/// - The most warps a block of a matrix with more outputs than `TENSORFOLD_CUDA_MMA_WIDE` (default 1024) splits
+///   the columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16, default 8; smaller matrices take up to 16). The
+///   warps change the bits, so they depend on the matrix alone.
+///
+/// The defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
 fn mma_layout() -> (usize, usize, usize) {
     static LAYOUT: OnceLock<(usize, usize, usize)> = OnceLock::new();
     *LAYOUT.get_or_init(|| {
