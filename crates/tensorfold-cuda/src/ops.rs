@@ -158,6 +158,10 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
     }
 }
 
+/// Groups of padding after a tile-major array: a streamed warp copies up to (stages − 1) × warps groups past its
+/// last (8 stages and 16 warps at most; a test checks this against the kernels built).
+const OVERRUN_GROUPS: usize = 7 * 16;
+
 /// A row-major `[rows][groups][unit bytes]` array (4-bit codes: a group's bytes; scales, biases: one value)
 /// in tile-major order, `[tiles of 16 rows][groups][16 rows][unit]`, the last tile padded with zeros: one
 /// group of 16 outputs, what one warp of a tensor-core kernel reads, is then one contiguous run (common.cu
@@ -165,7 +169,6 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
 /// (project_stream.cu issues them without a branch; at most 7 stages ahead × 16 warps).
 fn tile_major(src: &[u8], rows: usize, groups: usize, unit: usize) -> Vec<u8> {
     use rayon::prelude::*;
-    const OVERRUN_GROUPS: usize = 7 * 16;
     let (row_bytes, tile_bytes) = (groups * unit, 16 * groups * unit);
     let tiled = rows.div_ceil(16) * tile_bytes;
     let mut dst = vec![0u8; tiled + OVERRUN_GROUPS * 16 * unit];
@@ -421,7 +424,28 @@ pub(crate) fn select_rows(dev: &Dev, x: &CudaAct, rows: &[usize]) -> CudaAct {
 
 #[cfg(test)]
 mod tests {
-    use super::tile_major;
+    use super::{tile_major, OVERRUN_GROUPS};
+    use crate::device::kernel_names;
+
+    #[test]
+    fn the_padding_after_tile_major_arrays_covers_every_streamed_kernels_overrun() {
+        // Stream kernels are named …_s{stages}_m{tiles}; each warp runs stages − 1 copies ahead, 16 warps at most.
+        let stages: Vec<usize> = kernel_names()
+            .iter()
+            .filter(|n| n.starts_with("project_stream_"))
+            .map(|n| {
+                let s = n.rsplit('_').nth(1).expect("an _s{stages} part");
+                s.trim_start_matches('s').parse().expect("stages")
+            })
+            .collect();
+        assert!(!stages.is_empty());
+        for s in stages {
+            assert!(
+                (s - 1) * 16 <= OVERRUN_GROUPS,
+                "{s} stages overrun the padding"
+            );
+        }
+    }
 
     #[test]
     fn tile_major_puts_each_group_of_16_rows_in_one_run_and_pads_with_zeros() {
