@@ -172,11 +172,7 @@ fn mma_kernel(w: &CudaMatrix) -> Option<String> {
 /// 16 warps for matrices of up to 8192 outputs (`TENSORFOLD_CUDA_MMA_WIDE=8192`) was slower still (call 27).
 fn mma_warps(w: &CudaMatrix) -> usize {
     let (_, warps, wide) = mma_layout();
-    let max_warps = if w.rows() <= wide.max(1024) {
-        16
-    } else {
-        warps
-    };
+    let max_warps = if w.rows() <= wide { 16 } else { warps };
     (mma_groups(w) / 4).clamp(1, max_warps)
 }
 
