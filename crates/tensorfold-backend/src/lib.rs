@@ -3,6 +3,7 @@
 
 pub mod cpu;
 
+use tensorfold_core::sampling::{draw_keyed, RowDraw};
 use tensorfold_core::{Result, StoredMatrix};
 
 /// One row of a round as the ops see it: which slot (index into the state slice passed with the call), its
@@ -172,4 +173,30 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Self::Act;
     fn to_host(&self, x: &Self::Act) -> Vec<f32>;
     fn act_shape(&self, x: &Self::Act) -> (usize, usize);
+    /// Rows `first..first + n` of x on the host (a device copies only those).
+    fn rows_to_host(&self, x: &Self::Act, first: usize, n: usize) -> Vec<f32> {
+        let (_, cols) = self.act_shape(x);
+        self.to_host(x)[first * cols..(first + n) * cols].to_vec()
+    }
+    /// Whether `draw_rows` runs where the logits are (then a round draws all its rows in one call, and reads
+    /// tokens back instead of logits); else the host draws row by row as it needs them.
+    fn draws_on_device(&self) -> bool {
+        false
+    }
+    /// One token per entry of `draws`, each the token `sampling::draw_keyed` gives for that row of `logits`
+    /// (`[rows, vocab]`): the same bits wherever it runs.
+    fn draw_rows(&self, logits: &Self::Act, draws: &[RowDraw]) -> Vec<u32> {
+        let (_, vocab) = self.act_shape(logits);
+        let host = self.to_host(logits);
+        draws
+            .iter()
+            .map(|d| {
+                draw_keyed(
+                    &host[d.row * vocab..(d.row + 1) * vocab],
+                    d.rule,
+                    d.position,
+                )
+            })
+            .collect()
+    }
 }

@@ -61,34 +61,113 @@ fn splitmix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// ln 2 split so that k · LN2_HI is exact for every exponent k (its low 32 bits are zero), and the rest.
+const LN2_HI: f64 = 0.6931471803691238;
+const LN2_LO: f64 = 1.9082149292705877e-10;
+/// 1/3, 1/5, …, 1/21: the series 2·atanh(s) = 2s·(1 + s²/3 + s⁴/5 + …), enough terms for |s| ≤ 0.172.
+const ATANH_SERIES: [f64; 10] = [
+    0.3333333333333333,
+    0.2,
+    0.14285714285714285,
+    0.1111111111111111,
+    0.09090909090909091,
+    0.07692307692307693,
+    0.06666666666666667,
+    0.058823529411764705,
+    0.05263157894736842,
+    0.047619047619047616,
+];
+
+/// Natural log of a positive normal f64 by a fixed sequence of IEEE operations (no libm call, no fused
+/// multiply-add), so the GPU's twin (tensorfold-cuda kernels/sample.cu `keyed_ln`) gives the same bits and a keyed
+/// draw never depends on which machine's libm ran it. x = m·2^e with m in [√½, √2); ln m = 2·atanh(f / (2 + f))
+/// with f = m − 1 (exact). Within a few ulp of the true log.
+pub fn keyed_ln(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    if m > std::f64::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
+    }
+    let f = m - 1.0;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let mut p = ATANH_SERIES[ATANH_SERIES.len() - 1];
+    for &c in ATANH_SERIES[..ATANH_SERIES.len() - 1].iter().rev() {
+        p = p * z + c;
+    }
+    let r = s * (z * p);
+    let k = e as f64;
+    k * LN2_HI + (k * LN2_LO + 2.0 * (s + r))
+}
+
 /// Gumbel(0,1) noise keyed by (seed, position, token): the same key always gives the same noise.
 pub fn keyed_gumbel(seed: u64, position: u64, token: u32) -> f64 {
     let h = splitmix64(splitmix64(splitmix64(seed) ^ position) ^ token as u64);
     // 53 random bits → u in (0, 1), never 0 or 1.
     let u = ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-    -(-u.ln()).ln()
+    -keyed_ln(-keyed_ln(u))
+}
+
+/// The part of `draw` that needs nothing but the row's logits and a key: greedy, or the keyed Gumbel-max over the
+/// whole vocabulary at temperature 1 / inv_t. A device can run it where the logits are (`Backend::draw_rows`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KeyedRule {
+    Greedy,
+    Gumbel { inv_t: f64, seed: u64 },
+}
+
+/// One draw of `Backend::draw_rows`: row `row` of the logits, by `rule`, at absolute `position`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowDraw {
+    pub row: usize,
+    pub rule: KeyedRule,
+    pub position: u64,
+}
+
+impl SamplingParams {
+    /// The keyed rule `draw` applies to a row of `vocab` logits, or None when a top-k, top-p or min-p cut needs
+    /// the whole row on the host.
+    pub fn keyed_rule(&self, vocab: usize) -> Option<KeyedRule> {
+        if self.temperature == 0.0 || vocab == 1 {
+            return Some(KeyedRule::Greedy);
+        }
+        let no_cut = self.top_k == 0 && self.top_p >= 1.0 && self.min_p <= 0.0;
+        no_cut.then(|| KeyedRule::Gumbel {
+            inv_t: 1.0 / self.temperature as f64,
+            seed: self.seed,
+        })
+    }
+}
+
+/// `draw` by a keyed rule: the first largest logit (greedy), or the first largest l·inv_t + keyed noise. NaN
+/// never wins; a row with nothing above −∞ gives token 0.
+pub fn draw_keyed(logits: &[f32], rule: KeyedRule, position: u64) -> u32 {
+    match rule {
+        KeyedRule::Greedy => argmax(logits),
+        KeyedRule::Gumbel { inv_t, seed } => {
+            let mut best = (f64::NEG_INFINITY, 0u32);
+            for (i, &l) in logits.iter().enumerate() {
+                if l.is_nan() {
+                    continue;
+                }
+                let v = l as f64 * inv_t + keyed_gumbel(seed, position, i as u32);
+                if v > best.0 {
+                    best = (v, i as u32);
+                }
+            }
+            best.1
+        }
+    }
 }
 
 /// Draws the token at absolute `position` from one row of logits with the keyed rule.
 pub fn draw(logits: &[f32], params: &SamplingParams, position: u64) -> u32 {
-    if params.temperature == 0.0 || logits.len() == 1 {
-        return argmax(logits);
+    if let Some(rule) = params.keyed_rule(logits.len()) {
+        return draw_keyed(logits, rule, position);
     }
     let inv_t = 1.0 / params.temperature as f64;
-    let no_cut = params.top_k == 0 && params.top_p >= 1.0 && params.min_p <= 0.0;
-    if no_cut {
-        let mut best = (f64::NEG_INFINITY, 0u32);
-        for (i, &l) in logits.iter().enumerate() {
-            if l.is_nan() {
-                continue;
-            }
-            let v = l as f64 * inv_t + keyed_gumbel(params.seed, position, i as u32);
-            if v > best.0 {
-                best = (v, i as u32);
-            }
-        }
-        return best.1;
-    }
     let candidates = candidates(logits, params);
     let mut best = (f64::NEG_INFINITY, candidates[0]);
     for &id in &candidates {
@@ -176,6 +255,63 @@ mod tests {
             min_p: 0.0,
             seed,
         }
+    }
+
+    #[test]
+    fn keyed_ln_is_within_a_few_ulp_of_the_true_log_over_the_draws_range() {
+        // The draw takes logs of u in (2^-54, 1) and of −ln u in (2^-54, 38).
+        let mut worst = 0.0f64;
+        let mut x = 2f64.powi(-54);
+        while x < 64.0 {
+            for k in 0..97 {
+                let v = x * (1.0 + k as f64 / 97.0);
+                let (got, want) = (keyed_ln(v), v.ln());
+                let ulp = f64::from_bits(want.abs().to_bits() + 1) - want.abs();
+                worst = worst.max((got - want).abs() / ulp);
+            }
+            x *= 1.37;
+        }
+        for v in [
+            1.0 - 2f64.powi(-53),
+            1.0 + 2f64.powi(-52),
+            0.5,
+            2.0,
+            std::f64::consts::SQRT_2,
+        ] {
+            let ulp = f64::from_bits(v.ln().abs().to_bits() + 1) - v.ln().abs();
+            worst = worst.max((keyed_ln(v) - v.ln()).abs() / ulp.max(f64::MIN_POSITIVE));
+        }
+        assert_eq!(keyed_ln(1.0), 0.0);
+        assert!(worst <= 4.0, "keyed_ln is {worst} ulp off");
+    }
+
+    #[test]
+    fn keyed_rules_cover_greedy_and_uncut_sampling_only() {
+        assert_eq!(
+            SamplingParams::greedy().keyed_rule(10),
+            Some(KeyedRule::Greedy)
+        );
+        assert_eq!(sampled(3).keyed_rule(1), Some(KeyedRule::Greedy));
+        assert_eq!(
+            sampled(3).keyed_rule(10),
+            Some(KeyedRule::Gumbel {
+                inv_t: 1.0 / 0.8f32 as f64,
+                seed: 3
+            })
+        );
+        let cut = SamplingParams {
+            top_p: 0.9,
+            ..sampled(3)
+        };
+        assert_eq!(cut.keyed_rule(10), None);
+        let row = [0.5f32, f32::NAN, 2.0, 2.0, -1.0];
+        assert_eq!(draw_keyed(&row, KeyedRule::Greedy, 0), 2);
+        assert_eq!(draw_keyed(&[f32::NEG_INFINITY; 3], KeyedRule::Greedy, 0), 0);
+        let all_nan = [f32::NAN; 4];
+        assert_eq!(
+            draw_keyed(&all_nan, sampled(1).keyed_rule(4).unwrap(), 9),
+            0
+        );
     }
 
     #[test]

@@ -45,6 +45,11 @@ inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); retu
 inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
 using std::min;
 using std::max;
+// IEEE double operations, each rounded once (x86-64 code has no fused multiply-add unless asked for).
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     const unsigned long long v = (unsigned long long)x | ((unsigned long long)y << 32);

@@ -220,6 +220,18 @@ impl Dev {
 
     /// The first `n` values of `s`, through a page-locked staging buffer (waits for the stream).
     pub fn download(&self, s: &CudaSlice<f32>, n: usize) -> Vec<f32> {
+        self.download_at(s, 0, n)
+    }
+
+    /// Small integer results (e.g. drawn tokens): the first `n` values of `s` (waits for the stream).
+    pub fn download_i32(&self, s: &CudaSlice<i32>, n: usize) -> Vec<i32> {
+        let v = ok(self.stream.clone_dtoh(&s.slice(0..n)), "download");
+        self.sync();
+        v
+    }
+
+    /// Values `first..first + n` of `s`, as `download`.
+    pub fn download_at(&self, s: &CudaSlice<f32>, first: usize, n: usize) -> Vec<f32> {
         if n == 0 {
             return Vec::new();
         }
@@ -234,10 +246,11 @@ impl Dev {
             unreachable!("staging buffer allocated above")
         };
         let host = &mut ok(pinned.as_mut_slice(), "staging buffer")[..n];
-        let src = self.ptr(s);
+        let src = self.ptr(s) + 4 * first as u64;
         assert!(
-            s.len() >= n,
-            "download: {n} values from a buffer of {}",
+            s.len() >= first + n,
+            "download: values {first}..{} from a buffer of {}",
+            first + n,
             s.len()
         );
         // SAFETY: `host` holds exactly n values and `s` at least n; the copy completes before the read below.
@@ -348,6 +361,8 @@ pub fn kernel_names() -> Vec<String> {
         "dn_tail_keep",
         "prepare_x",
         "add_rms_norm",
+        "draw_partial",
+        "draw_finish",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -10,10 +10,12 @@ mod ops;
 mod profile;
 mod project;
 mod round;
+mod sample;
 pub mod selftest;
 
 use std::sync::Arc;
 use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
+use tensorfold_core::sampling::RowDraw;
 use tensorfold_core::{CoreError, Result, StoredMatrix};
 
 pub use attention::{CudaKv, KvPool, PAGE_ROWS};
@@ -241,5 +243,20 @@ impl Backend for CudaBackend {
     }
     fn act_shape(&self, x: &CudaAct) -> (usize, usize) {
         (x.rows, x.cols)
+    }
+    fn rows_to_host(&self, x: &CudaAct, first: usize, n: usize) -> Vec<f32> {
+        assert!(
+            first + n <= x.rows,
+            "rows {first}..{} of {}",
+            first + n,
+            x.rows
+        );
+        self.dev.download_at(&x.buf, first * x.cols, n * x.cols)
+    }
+    fn draws_on_device(&self) -> bool {
+        true
+    }
+    fn draw_rows(&self, logits: &CudaAct, draws: &[RowDraw]) -> Vec<u32> {
+        sample::draw_rows(&self.dev, logits, draws)
     }
 }

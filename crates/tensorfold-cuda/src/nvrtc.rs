@@ -21,6 +21,7 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("rowwise.cu", include_str!("../kernels/rowwise.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("deltanet.cu", include_str!("../kernels/deltanet.cu")),
+    ("sample.cu", include_str!("../kernels/sample.cu")),
 ];
 
 /// The whole program as NVRTC sees it.

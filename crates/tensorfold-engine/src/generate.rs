@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
-use tensorfold_core::sampling::{draw, SamplingParams};
+use tensorfold_core::sampling::{draw, RowDraw, SamplingParams};
 use tensorfold_core::{CoreError, Result};
 use tensorfold_model::Qwen35;
 
@@ -53,7 +53,7 @@ pub fn generate<B: Backend>(
     let mut prompt_logits = req
         .want_prompt_logits
         .then(|| Vec::with_capacity(req.prompt.len() * vocab));
-    let mut last = Vec::new();
+    let mut last = None;
     for (c, piece) in req.prompt.chunks(chunk).enumerate() {
         let base = c * chunk;
         let rows: Vec<RowRef> = (0..piece.len())
@@ -67,22 +67,43 @@ pub fn generate<B: Backend>(
         } else {
             Vec::new()
         };
-        let logits = model.forward_chains(&rows, piece, &mut [&mut slot], &wanted)?;
-        if is_last {
-            last = logits[logits.len() - vocab..].to_vec();
-        }
+        let logits = model.forward_chains_round(&rows, piece, &mut [&mut slot], &wanted)?;
         if let Some(all) = prompt_logits.as_mut() {
-            all.extend_from_slice(&logits);
+            all.extend_from_slice(&logits.to_host());
+        }
+        if is_last {
+            last = Some(logits);
         }
     }
     let prompt_secs = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let mut tokens = Vec::new();
     let mut finish = FinishReason::Length;
-    while tokens.len() < req.max_tokens {
+    // Without penalties a token needs only its row's logits and its key: the backend draws it where the logits
+    // are (a GPU reads back the token, not the row).
+    let keyed = if req.penalties.is_off() {
+        req.sampling.keyed_rule(vocab)
+    } else {
+        None
+    };
+    while let Some(logits) = last.take() {
+        if tokens.len() >= req.max_tokens {
+            break;
+        }
         let pos = slot.len;
-        crate::penalties::apply_penalties(&mut last, &req.penalties, &req.prompt, &tokens);
-        let token = draw(&last, &req.sampling, pos as u64);
+        let row = logits.rows() - 1;
+        let token = match keyed {
+            Some(rule) => logits.draws(&[RowDraw {
+                row,
+                rule,
+                position: pos as u64,
+            }])[0],
+            None => {
+                let mut host = logits.row(row);
+                crate::penalties::apply_penalties(&mut host, &req.penalties, &req.prompt, &tokens);
+                draw(&host, &req.sampling, pos as u64)
+            }
+        };
         if !req.ignore_eos && req.stop_ids.contains(&token) {
             finish = FinishReason::Stop;
             break;
@@ -95,12 +116,12 @@ pub fn generate<B: Backend>(
         if tokens.len() == req.max_tokens {
             break;
         }
-        last = model.forward_chains(
+        last = Some(model.forward_chains_round(
             &[RowRef::chain(0, pos, 0, 0)],
             &[token],
             &mut [&mut slot],
             &[0],
-        )?;
+        )?);
     }
     Ok(GenerateOutput {
         tokens,

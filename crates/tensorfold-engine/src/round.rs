@@ -9,7 +9,7 @@ use crate::penalties::apply_penalties;
 use crate::plan::{cap_trees, Drafting, Planner};
 use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
-use tensorfold_core::sampling::draw;
+use tensorfold_core::sampling::{draw, KeyedRule, RowDraw};
 use tensorfold_core::Result;
 use tensorfold_model::{MtpSlot, Qwen35, SlotState};
 use tokio::sync::mpsc::UnboundedSender;
@@ -219,10 +219,44 @@ pub(crate) fn run_round<B: Backend>(
     }
     let mut slots: Vec<&mut SlotState<B>> = live.iter_mut().map(|s| &mut s.slot).collect();
     let started = Instant::now();
-    let (logits, taps) = model.forward_taps(&rows, &tokens, &mut slots, &logit_rows, &tap_rows)?;
-    planner.record_round(rows.len(), started.elapsed().as_secs_f64());
+    let (logits, taps) = model.forward_round(&rows, &tokens, &mut slots, &logit_rows, &tap_rows)?;
+    // A backend that draws where the logits are draws every row of the streams that need no host logits at once
+    // (each row's token depends on that row alone, so drawing rows the walk never reaches changes nothing).
     let vocab = model.config.vocab_size;
-    let row_logits = |r: usize| &logits[logit_at[r] * vocab..(logit_at[r] + 1) * vocab];
+    let mut keyed = vec![None; rows.len()];
+    if model.backend.draws_on_device() {
+        let mut draws = Vec::new();
+        let mut at = Vec::new();
+        for (r, &l) in logit_at.iter().enumerate() {
+            if let Some(rule) = (l != usize::MAX)
+                .then(|| keyed_rule(&live[rows[r].slot].req, vocab))
+                .flatten()
+            {
+                draws.push(RowDraw {
+                    row: l,
+                    rule,
+                    position: rows[r].pos as u64 + 1,
+                });
+                at.push(r);
+            }
+        }
+        for (r, t) in at.into_iter().zip(logits.draws(&draws)) {
+            keyed[r] = Some(t);
+        }
+    }
+    // Every other logit row on the host before the round's time is taken (so it covers the device's work).
+    let outs: Vec<Option<RowOut>> = (0..rows.len())
+        .map(|r| match (keyed[r], logit_at[r]) {
+            (_, usize::MAX) => None,
+            (Some(t), _) => Some(RowOut::Drawn(t)),
+            (None, l) => Some(RowOut::Logits(logits.row(l))),
+        })
+        .collect();
+    planner.record_round(rows.len(), started.elapsed().as_secs_f64());
+    let row_logits = |r: usize| match &outs[r] {
+        Some(o) => o.clone(),
+        None => unreachable!("round row {r} has no logits"),
+    };
     let (mut drafted, mut accepted) = (0, 0);
     let mut kept: Vec<Vec<usize>> = vec![Vec::new(); live.len()];
     for (si, st) in live.iter_mut().enumerate() {
@@ -407,6 +441,22 @@ fn draft_next<B: Backend>(
 }
 
 /// Depth of each draft node below the pending row (children of the pending row have depth 0).
+/// A logit row as the walk gets it: the token the backend drew, or the logits for the host to draw from.
+#[derive(Clone)]
+enum RowOut {
+    Drawn(u32),
+    Logits(Vec<f32>),
+}
+
+/// The keyed rule a request's rows can be drawn by without the host seeing the logits: none when penalties
+/// change the row first or logprobs are wanted from it.
+pub(crate) fn keyed_rule(req: &Request, vocab: usize) -> Option<KeyedRule> {
+    if !req.penalties.is_off() || req.logprobs.is_some() {
+        return None;
+    }
+    req.sampling.keyed_rule(vocab)
+}
+
 fn depths(tree: &DraftTree) -> Vec<usize> {
     let mut d = vec![0; tree.len()];
     for i in 0..tree.len() {
@@ -417,12 +467,12 @@ fn depths(tree: &DraftTree) -> Vec<usize> {
 
 /// Draws from row `start` on, following the first child whose token equals each draw; emits every drawn token
 /// and returns the kept path (round rows, root first). The last draw without a matching child becomes pending.
-fn walk<'a, B: Backend>(
+fn walk<B: Backend>(
     st: &mut Stream<B>,
     rows: &[RowRef],
     start: usize,
     children: &[(usize, usize, u32)],
-    row_logits: &impl Fn(usize) -> &'a [f32],
+    row_logits: &impl Fn(usize) -> RowOut,
 ) -> Vec<usize> {
     let mut path = vec![start];
     let mut cur = start;
@@ -432,18 +482,22 @@ fn walk<'a, B: Backend>(
     }
     st.usage.rounds += 1;
     loop {
-        let mut row = row_logits(cur).to_vec();
-        apply_penalties(&mut row, &st.req.penalties, &st.req.prompt, st.generated());
-        let pos = rows[cur].pos as u64 + 1;
-        let token = draw(&row, &st.req.sampling, pos);
+        let (token, logprob) = match row_logits(cur) {
+            RowOut::Drawn(t) => (t, None),
+            RowOut::Logits(mut row) => {
+                apply_penalties(&mut row, &st.req.penalties, &st.req.prompt, st.generated());
+                let token = draw(&row, &st.req.sampling, rows[cur].pos as u64 + 1);
+                let logprob = st
+                    .req
+                    .logprobs
+                    .map(|n| token_logprob(&row, token, n, st.req.sampling.temperature));
+                (token, logprob)
+            }
+        };
         if !st.req.ignore_eos && st.req.stop_ids.contains(&token) {
             st.finished = Some(FinishReason::Stop);
             return path;
         }
-        let logprob = st
-            .req
-            .logprobs
-            .map(|n| token_logprob(&row, token, n, st.req.sampling.temperature));
         st.tokens.push(token);
         st.first_token_secs
             .get_or_insert_with(|| st.started.elapsed().as_secs_f64());

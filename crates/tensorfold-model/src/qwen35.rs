@@ -1,6 +1,7 @@
 //! The Qwen3.5 dense hybrid decoder (Gated DeltaNet + gated attention) over a round of rows: weights bound from
 //! a checkpoint in their stored format, and the per-slot state (KV rows, conv tails, recurrent states).
 
+use crate::Logits;
 use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
 use tensorfold_core::{Checkpoint, CoreError, LayerKind, ModelConfig, Result};
 
@@ -249,6 +250,19 @@ impl<B: Backend> Qwen35<B> {
         logit_rows: &[usize],
         tap_rows: &[usize],
     ) -> Result<(Vec<f32>, Vec<f32>)> {
+        let (logits, taps) = self.forward_round(rows, tokens, slots, logit_rows, tap_rows)?;
+        Ok((logits.to_host(), taps))
+    }
+
+    /// `forward_taps` with the logits left on the backend (read rows or draw tokens from them).
+    pub fn forward_round(
+        &self,
+        rows: &[RowRef],
+        tokens: &[u32],
+        slots: &mut [&mut SlotState<B>],
+        logit_rows: &[usize],
+        tap_rows: &[usize],
+    ) -> Result<(Logits<'_, B>, Vec<f32>)> {
         self.check_round(rows, tokens, slots, logit_rows)?;
         if let Some(&b) = tap_rows.iter().find(|&&i| i >= rows.len()) {
             return Err(CoreError::Invalid(format!(
@@ -310,8 +324,9 @@ impl<B: Backend> Qwen35<B> {
         } else {
             be.to_host(&be.rms_norm(&be.select_rows(&h, tap_rows), &self.final_norm, eps))
         };
+        let vocab = self.config.vocab_size;
         if logit_rows.is_empty() {
-            return Ok((Vec::new(), taps));
+            return Ok((Logits::new(be, None, vocab), taps));
         }
         let picked = be.select_rows(&h, logit_rows);
         let normed = be.rms_norm(&picked, &self.final_norm, eps);
@@ -322,7 +337,8 @@ impl<B: Backend> Qwen35<B> {
                 taps.extend_from_slice(&host[i * width..(i + 1) * width]);
             }
         }
-        Ok((be.to_host(&be.project(&normed, &self.lm_head)), taps))
+        let logits = Logits::new(be, Some(be.project(&normed, &self.lm_head)), vocab);
+        Ok((logits, taps))
     }
 }
 
@@ -386,7 +402,20 @@ impl<B: Backend> Qwen35<B> {
         slots: &mut [&mut SlotState<B>],
         logit_rows: &[usize],
     ) -> Result<Vec<f32>> {
-        let logits = self.forward(rows, tokens, slots, logit_rows)?;
+        Ok(self
+            .forward_chains_round(rows, tokens, slots, logit_rows)?
+            .to_host())
+    }
+
+    /// `forward_chains` with the logits left on the backend.
+    pub fn forward_chains_round(
+        &self,
+        rows: &[RowRef],
+        tokens: &[u32],
+        slots: &mut [&mut SlotState<B>],
+        logit_rows: &[usize],
+    ) -> Result<Logits<'_, B>> {
+        let (logits, _) = self.forward_round(rows, tokens, slots, logit_rows, &[])?;
         for (si, slot) in slots.iter_mut().enumerate() {
             let path: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].slot == si).collect();
             if !path.is_empty() {

@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use std::path::Path;
 use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
-use tensorfold_core::sampling::{argmax, token_sha, SamplingParams};
+use tensorfold_core::sampling::{argmax, token_sha, KeyedRule, RowDraw, SamplingParams};
 use tensorfold_core::Checkpoint;
 use tensorfold_cuda::CudaBackend;
 use tensorfold_engine::check::equality_suite;
@@ -168,6 +168,17 @@ fn prefill(
     Ok(slot)
 }
 
+/// Greedy draws of rows 0..n at position `pos` on.
+fn greedy_draws(n: usize, pos: usize) -> Vec<RowDraw> {
+    (0..n)
+        .map(|row| RowDraw {
+            row,
+            rule: KeyedRule::Greedy,
+            position: (pos + row) as u64,
+        })
+        .collect()
+}
+
 fn median(mut t: Vec<f64>) -> f64 {
     t.sort_by(f64::total_cmp);
     t[t.len() / 2]
@@ -225,17 +236,38 @@ pub fn bench(
         100.0 * best * bytes / bw,
         shas.join(" ")
     );
+    // The same with sampling (temperature 0.8, keyed Gumbel over the whole vocabulary): drawn on the device, or
+    // on the host with TENSORFOLD_HOST_DRAWS=1.
+    let sampled = GenerateRequest {
+        sampling: SamplingParams {
+            temperature: 0.8,
+            seed: 7,
+            ..SamplingParams::greedy()
+        },
+        ..req.clone()
+    };
+    let (mut best, mut shas) = (0.0f64, Vec::new());
+    for _ in 0..repeat.max(1) {
+        let out = generate(&m, &sampled, |_| true)?;
+        best = best.max((out.tokens.len() - 1) as f64 / out.decode_secs);
+        shas.push(token_sha(&out.tokens));
+    }
+    println!(
+        "| decode, 1 stream, temperature 0.8 | {best:.1} tok/s | token_sha {} |",
+        shas.join(" ")
+    );
     if be.profile_report().is_some() {
         // Where one-stream decode time goes (TENSORFOLD_CUDA_PROFILE=1): 8 tokens after the prompt.
         let mut slot = prefill(&m, &ids(vocab, 64, 3), 64)?;
         be.profile_reset();
         for step in 0..8 {
-            m.forward_chains(
+            m.forward_chains_round(
                 &[RowRef::chain(0, 64 + step, 0, 0)],
                 &[7],
                 &mut [&mut slot],
                 &[0],
-            )?;
+            )?
+            .draws(&greedy_draws(1, 65 + step));
         }
         if let Some(r) = be.profile_report() {
             println!("profile of 8 decode rounds:\n{r}");
@@ -258,7 +290,8 @@ pub fn bench(
         }
         be.profile_reset();
     }
-    // Round cost by rows of one stream's window (forward only), after 64 committed tokens.
+    // Round cost by rows of one stream's window after 64 committed tokens: the forward and a greedy draw of every
+    // row (what verifying a window needs).
     let mut slot = prefill(&m, &ids(vocab, 64, 2), 64)?;
     let mut one = 0.0;
     let widths: &[usize] = if quick {
@@ -273,7 +306,8 @@ pub fn bench(
         let mut times = Vec::new();
         for _ in 0..5 {
             let s = Instant::now();
-            m.forward(&rows, &toks, &mut [&mut slot], &all)?;
+            let (logits, _) = m.forward_round(&rows, &toks, &mut [&mut slot], &all, &[])?;
+            logits.draws(&greedy_draws(r, 64));
             times.push(s.elapsed().as_secs_f64());
         }
         let t = median(times);
@@ -286,7 +320,7 @@ pub fn bench(
             t / one
         );
     }
-    // Aggregate decode (not in a quick run): N streams, one row each per round, kept.
+    // Aggregate decode (not in a quick run): N streams, one row each per round, drawn greedily and kept.
     let stream_counts: &[usize] = if quick { &[] } else { &[1, 4, 16, 64] };
     for &n in stream_counts {
         let mut slots: Vec<SlotState<CudaBackend>> = (0..n)
@@ -294,6 +328,7 @@ pub fn bench(
             .collect::<Result<_>>()?;
         let steps = 8;
         let s = Instant::now();
+        let mut toks = ids(vocab, n, 20);
         for step in 0..steps {
             let rows: Vec<RowRef> = (0..n)
                 .map(|k| RowRef {
@@ -302,10 +337,10 @@ pub fn bench(
                     parent: None,
                 })
                 .collect();
-            let toks = ids(vocab, n, 20 + step as u32);
             let all: Vec<usize> = (0..n).collect();
             let mut refs: Vec<&mut SlotState<CudaBackend>> = slots.iter_mut().collect();
-            m.forward_chains(&rows, &toks, &mut refs, &all)?;
+            let logits = m.forward_chains_round(&rows, &toks, &mut refs, &all)?;
+            toks = logits.draws(&greedy_draws(n, 33 + step));
         }
         let t = s.elapsed().as_secs_f64();
         println!(
@@ -332,12 +367,13 @@ pub fn bench(
         let steps = 8;
         let s = Instant::now();
         for step in 0..steps {
-            m.forward_chains(
+            m.forward_chains_round(
                 &[RowRef::chain(0, len + step, 0, 0)],
                 &[7],
                 &mut [&mut slot],
                 &[0],
-            )?;
+            )?
+            .draws(&greedy_draws(1, len + step + 1));
         }
         let t = s.elapsed().as_secs_f64();
         println!(
