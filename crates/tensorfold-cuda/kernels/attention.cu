@@ -237,8 +237,10 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
 }
 
 // attn_chunk_g{G}: grid (heads / G, rows, chunks); G divides heads / kvh; rr = the round's rows (kround's width).
+// Two blocks an SM (at most 128 registers): left to itself ptxas gave attn_chunk_g3 153 registers, one block an SM,
+// and the 27B prefill of 16k tokens took 66% longer in attention (call 32).
 #define ATTN_CHUNK(G)                                                                                          \
-    extern "C" __global__ void __launch_bounds__(AWARPS * 32) attn_chunk_g##G(                                 \
+    extern "C" __global__ void __launch_bounds__(AWARPS * 32, 2) attn_chunk_g##G(                              \
         const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,   \
         const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch,   \
         int rr) {                                                                                              \

@@ -147,6 +147,7 @@ impl Dev {
         let t = std::time::Instant::now();
         let start = self.profile.mark(&self.ctx, &self.stream);
         ok(self.ctx.bind_to_thread(), name);
+        let call = std::time::Instant::now();
         // SAFETY: `ptrs` point into `vals`, which outlives the call; the callers pass arguments matching the
         // kernel's signature and buffers sized for the launch (each op checks its shapes first).
         let r = if dependent_launch() {
@@ -191,6 +192,7 @@ impl Dev {
                 )
             }
         };
+        self.profile.launch_call(call.elapsed());
         ok(r, name);
         if let (Some(start), Some(end)) = (start, self.profile.mark(&self.ctx, &self.stream)) {
             self.profile
@@ -200,12 +202,18 @@ impl Dev {
 
     /// Uninitialised device memory for `n` elements (at least one, so every buffer has an address).
     pub fn alloc<T: DeviceRepr>(&self, n: usize) -> CudaSlice<T> {
+        let t = std::time::Instant::now();
         // SAFETY: every op writes the elements it later reads; nothing reads uninitialised memory.
-        ok(unsafe { self.stream.alloc::<T>(n.max(1)) }, "alloc")
+        let s = ok(unsafe { self.stream.alloc::<T>(n.max(1)) }, "alloc");
+        self.profile.allocated(t.elapsed());
+        s
     }
 
     pub fn zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(&self, n: usize) -> CudaSlice<T> {
-        ok(self.stream.alloc_zeros::<T>(n.max(1)), "alloc_zeros")
+        let t = std::time::Instant::now();
+        let s = ok(self.stream.alloc_zeros::<T>(n.max(1)), "alloc_zeros");
+        self.profile.allocated(t.elapsed());
+        s
     }
 
     pub fn upload<T: DeviceRepr>(&self, v: &[T]) -> CudaSlice<T> {

@@ -19,6 +19,10 @@ struct Log {
     uploads: usize,
     upload_bytes: usize,
     upload_host: Duration,
+    /// Host time inside the driver's launch calls alone (no events), and in device allocations.
+    launch_calls: Duration,
+    allocs: usize,
+    alloc_host: Duration,
 }
 
 pub struct Profiler {
@@ -65,6 +69,24 @@ impl Profiler {
         }
     }
 
+    /// Host time of one launch call into the driver.
+    pub fn launch_call(&self, host: Duration) {
+        if self.enabled {
+            self.log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .launch_calls += host;
+        }
+    }
+
+    pub fn allocated(&self, host: Duration) {
+        if self.enabled {
+            let mut g = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            g.allocs += 1;
+            g.alloc_host += host;
+        }
+    }
+
     pub fn reset(&self) {
         *self.log.lock().unwrap_or_else(|p| p.into_inner()) = Log::default();
     }
@@ -105,6 +127,12 @@ impl Profiler {
             g.uploads,
             g.upload_bytes,
             g.upload_host.as_secs_f64() * 1e3
+        ));
+        s.push_str(&format!(
+            "host: {:.2} ms inside the driver's launch calls; {} allocations, {:.2} ms\n",
+            g.launch_calls.as_secs_f64() * 1e3,
+            g.allocs,
+            g.alloc_host.as_secs_f64() * 1e3
         ));
         s
     }

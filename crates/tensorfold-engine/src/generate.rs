@@ -5,7 +5,7 @@ use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
 use tensorfold_core::sampling::{draw, RowDraw, SamplingParams};
 use tensorfold_core::{CoreError, Result};
-use tensorfold_model::Qwen35;
+use tensorfold_model::{Logits, Qwen35};
 
 pub use crate::api::FinishReason;
 
@@ -75,10 +75,6 @@ pub fn generate<B: Backend>(
             last = Some(logits);
         }
     }
-    let prompt_secs = started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let mut tokens = Vec::new();
-    let mut finish = FinishReason::Length;
     // Without penalties a token needs only its row's logits and its key: the backend draws it where the logits
     // are (a GPU reads back the token, not the row).
     let keyed = if req.penalties.is_off() {
@@ -86,13 +82,10 @@ pub fn generate<B: Backend>(
     } else {
         None
     };
-    while let Some(logits) = last.take() {
-        if tokens.len() >= req.max_tokens {
-            break;
-        }
-        let pos = slot.len;
+    // The token at position `pos` from the last row of `logits`, given the completion so far.
+    let next = |logits: &Logits<'_, B>, pos: usize, tokens: &[u32]| {
         let row = logits.rows() - 1;
-        let token = match keyed {
+        match keyed {
             Some(rule) => logits.draws(&[RowDraw {
                 row,
                 rule,
@@ -100,28 +93,42 @@ pub fn generate<B: Backend>(
             }])[0],
             None => {
                 let mut host = logits.row(row);
-                crate::penalties::apply_penalties(&mut host, &req.penalties, &req.prompt, &tokens);
+                crate::penalties::apply_penalties(&mut host, &req.penalties, &req.prompt, tokens);
                 draw(&host, &req.sampling, pos as u64)
             }
-        };
-        if !req.ignore_eos && req.stop_ids.contains(&token) {
+        }
+    };
+    let mut tokens = Vec::new();
+    let mut finish = FinishReason::Length;
+    // The first token is drawn within the prompt's time: its draw is what waits for the prompt's last round.
+    let mut token = match (&last, req.max_tokens) {
+        (Some(logits), 1..) => Some(next(logits, slot.len, &tokens)),
+        _ => None,
+    };
+    drop(last);
+    let prompt_secs = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    while let Some(t) = token.take() {
+        if !req.ignore_eos && req.stop_ids.contains(&t) {
             finish = FinishReason::Stop;
             break;
         }
-        tokens.push(token);
-        if !on_token(token) {
+        tokens.push(t);
+        if !on_token(t) {
             finish = FinishReason::Cancelled;
             break;
         }
         if tokens.len() == req.max_tokens {
             break;
         }
-        last = Some(model.forward_chains_round(
+        let pos = slot.len;
+        let logits = model.forward_chains_round(
             &[RowRef::chain(0, pos, 0, 0)],
-            &[token],
+            &[t],
             &mut [&mut slot],
             &[0],
-        )?);
+        )?;
+        token = Some(next(&logits, slot.len, &tokens));
     }
     Ok(GenerateOutput {
         tokens,
