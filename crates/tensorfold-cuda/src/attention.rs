@@ -4,6 +4,7 @@
 use crate::device::{Arg, Dev};
 use crate::ops::{new_act, CudaAct};
 use crate::round::round_rows;
+use crate::scratch::Buf;
 use cudarc::driver::CudaSlice;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -92,8 +93,8 @@ impl KvPool {
 /// The round's normed, rotated keys (by dimension: `[row][rows]`, as in the pages) and its values (`[rows, row]`),
 /// shared by the slots of the call.
 struct KvRound {
-    k: CudaSlice<f32>,
-    v: Arc<CudaSlice<f32>>,
+    k: Buf<f32>,
+    v: Arc<Buf<f32>>,
     rows: usize,
 }
 
@@ -274,8 +275,8 @@ pub(crate) fn gated_attention(
     let committed: Vec<usize> = states.iter().map(|st| st.len).collect();
     let t = round_rows(rows, &committed);
     let (meta, paths) = (dev.i32s(&t.meta), dev.i32s(&t.paths));
-    let kround = dev.alloc::<f32>(r * kvh * hd);
-    let qround = dev.alloc::<f32>(r * heads * hd);
+    let kround = dev.scratch::<f32>(r * kvh * hd);
+    let qround = dev.scratch::<f32>(r * heads * hd);
     let theta = s.rope_theta;
     dev.launch(
         "attn_prep",
@@ -312,7 +313,7 @@ pub(crate) fn gated_attention(
     } else {
         r
     };
-    let part = (nch > 1).then(|| dev.alloc::<f32>(slice * per_row));
+    let part = (nch > 1).then(|| dev.scratch::<f32>(slice * per_row));
     let part_ptr = part.as_ref().map_or(0, |b| dev.ptr(b));
     let merge_threads = (hd.div_ceil(32) * 32) as u32;
     let group = heads_per_block(heads, kvh, r, nch);

@@ -5,6 +5,7 @@
 use crate::device::{ok, Arg, Dev};
 use crate::ops::{new_act, CudaAct, Prepared};
 use crate::round::{ancestry, round_rows};
+use crate::scratch::Buf;
 use cudarc::driver::CudaSlice;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -17,10 +18,10 @@ const DN_THREADS: u32 = 256;
 
 /// What `keep` needs of a round: conv outputs, pre-conv inputs and the gate inputs of every row.
 struct LinRound {
-    x: CudaSlice<f32>,
-    mixed: Arc<CudaSlice<f32>>,
-    b: Arc<CudaSlice<f32>>,
-    a: Arc<CudaSlice<f32>>,
+    x: Buf<f32>,
+    mixed: Arc<Buf<f32>>,
+    b: Arc<Buf<f32>>,
+    a: Arc<Buf<f32>>,
     /// The layer's parameters (owned by the model, which outlives its rounds).
     params: KeepParams,
 }
@@ -294,7 +295,7 @@ pub(crate) fn gated_deltanet(
     let (meta, paths) = (dev.i32s(&t.meta), dev.i32s(&t.paths));
     let tails: Vec<u64> = states.iter().map(|st| dev.ptr(&st.tail)).collect();
     let tails = dev.u64s(&tails);
-    let x = dev.alloc::<f32>(r * c);
+    let x = dev.scratch::<f32>(r * c);
     dev.launch(
         "dn_conv",
         (c.div_ceil(256) as u32, r as u32, 1),
@@ -362,7 +363,7 @@ pub(crate) fn gated_deltanet(
         };
     }
     let head_state = s.value_dim * s.key_dim;
-    let snap_buf = dev.alloc::<f32>(snaps.max(0) as usize * s.value_heads * head_state);
+    let snap_buf = dev.scratch::<f32>(snaps.max(0) as usize * s.value_heads * head_state);
     let mut ptrs: Vec<u64> = active
         .iter()
         .map(|&sl| dev.ptr(&states[sl].state))

@@ -1,6 +1,7 @@
 //! The device: one context and one stream on which every op is ordered, the loaded kernel module, raw launches,
 //! and a content-keyed cache of small metadata arrays so a round's row tables are uploaded once, not per layer.
 
+use crate::scratch::{Buf, ScratchPool};
 use crate::{libs, nvrtc};
 use cudarc::driver::{
     result, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
@@ -40,6 +41,8 @@ pub struct Dev {
     pinned: Mutex<Option<PinnedHostSlice<f32>>>,
     /// Device name, compute capability, driver and where the kernels came from.
     pub info: String,
+    /// Recycled buffers for activations and temporaries (`scratch`); None with TENSORFOLD_CUDA_POOL=0.
+    pool: Option<Arc<ScratchPool>>,
 }
 
 /// Panics with a clear message on a device error inside an op (the Backend ops have no error channel; a failed
@@ -102,7 +105,9 @@ impl Dev {
             if cached { "from cache" } else { "compiled" },
             t.elapsed().as_secs_f64()
         );
+        let pool = pool_enabled().then(|| ScratchPool::new(stream.clone()));
         Ok(Dev {
+            pool,
             ctx,
             stream,
             funcs,
@@ -207,6 +212,18 @@ impl Dev {
         let s = ok(unsafe { self.stream.alloc::<T>(n.max(1)) }, "alloc");
         self.profile.allocated(t.elapsed());
         s
+    }
+
+    /// A buffer for a round's activation or temporary: recycled from earlier ones when the pool holds one of
+    /// its size class (scratch.rs), else a fresh allocation. Uninitialised.
+    pub fn scratch<T: DeviceRepr>(&self, n: usize) -> Buf<T> {
+        let Some(pool) = &self.pool else {
+            return Buf::owned(self.alloc(n));
+        };
+        let t = std::time::Instant::now();
+        let b = Buf::scratch(pool, n);
+        self.profile.allocated(t.elapsed());
+        b
     }
 
     pub fn zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(&self, n: usize) -> CudaSlice<T> {
@@ -346,6 +363,13 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), String> {
 fn dependent_launch() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_PDL").map_or(true, |v| v != "0"))
+}
+
+/// Whether activations and temporaries are recycled (scratch.rs): on unless `TENSORFOLD_CUDA_POOL=0` (for
+/// before/after measurements in one run). Host time only: the bits are the same.
+fn pool_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_POOL").map_or(true, |v| v != "0"))
 }
 
 /// Every kernel the module must export.

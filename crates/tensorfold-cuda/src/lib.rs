@@ -11,6 +11,7 @@ mod profile;
 mod project;
 mod round;
 mod sample;
+mod scratch;
 pub mod selftest;
 
 use std::sync::Arc;
@@ -107,7 +108,11 @@ impl CudaBackend {
             "act_from_host: {rows}×{cols} needs {} floats",
             rows * cols
         );
-        CudaAct::from_buf(rows, cols, Arc::new(self.dev.upload(data)))
+        CudaAct::from_buf(
+            rows,
+            cols,
+            Arc::new(scratch::Buf::owned(self.dev.upload(data))),
+        )
     }
 }
 

@@ -4,6 +4,7 @@
 
 use crate::device::{ok, Arg, Dev};
 use crate::project::{alloc_prepared, fuse_prepare, fusion_enabled, tensor_core_a4};
+use crate::scratch::Buf;
 use cudarc::driver::CudaSlice;
 use std::sync::{Arc, OnceLock};
 use tensorfold_core::{CoreError, DenseDType, MatrixRef, Result, StoredMatrix};
@@ -12,7 +13,7 @@ use tensorfold_core::{CoreError, DenseDType, MatrixRef, Result, StoredMatrix};
 pub struct CudaAct {
     pub rows: usize,
     pub cols: usize,
-    pub(crate) buf: Arc<CudaSlice<f32>>,
+    pub(crate) buf: Arc<Buf<f32>>,
     /// The tensor-core form of these rows, made by the first projection that needs it (q, k, v and the MLP's
     /// gate and up read the same rows).
     pub(crate) prepared: OnceLock<Prepared>,
@@ -20,9 +21,9 @@ pub struct CudaAct {
 
 /// x as bf16 hi + lo in the pair order of project_mma.cu, and its f32 sums over every 32 columns.
 pub(crate) struct Prepared {
-    pub(crate) hi: CudaSlice<u16>,
-    pub(crate) lo: CudaSlice<u16>,
-    pub(crate) sums: CudaSlice<f32>,
+    pub(crate) hi: Buf<u16>,
+    pub(crate) lo: Buf<u16>,
+    pub(crate) sums: Buf<f32>,
 }
 
 /// A small f32 parameter vector on the device.
@@ -188,7 +189,7 @@ fn tile_major(src: &[u8], rows: usize, groups: usize, unit: usize) -> Vec<u8> {
 }
 
 impl CudaAct {
-    pub(crate) fn from_buf(rows: usize, cols: usize, buf: Arc<CudaSlice<f32>>) -> CudaAct {
+    pub(crate) fn from_buf(rows: usize, cols: usize, buf: Arc<Buf<f32>>) -> CudaAct {
         CudaAct {
             rows,
             cols,
@@ -199,7 +200,7 @@ impl CudaAct {
 }
 
 pub(crate) fn new_act(dev: &Dev, rows: usize, cols: usize) -> CudaAct {
-    CudaAct::from_buf(rows, cols, Arc::new(dev.alloc::<f32>(rows * cols)))
+    CudaAct::from_buf(rows, cols, Arc::new(dev.scratch::<f32>(rows * cols)))
 }
 
 pub(crate) fn embed(dev: &Dev, table: &CudaMatrix, ids: &[u32]) -> CudaAct {
@@ -318,7 +319,10 @@ fn elementwise_grid(n: usize) -> (u32, u32, u32) {
 fn make_writable(dev: &Dev, x: &mut CudaAct) {
     x.prepared = OnceLock::new();
     if Arc::get_mut(&mut x.buf).is_none() {
-        x.buf = Arc::new(ok(dev.stream.clone_dtod(&*x.buf), "copy on write"));
+        x.buf = Arc::new(Buf::owned(ok(
+            dev.stream.clone_dtod(&**x.buf),
+            "copy on write",
+        )));
     }
 }
 

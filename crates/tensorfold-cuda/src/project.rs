@@ -199,9 +199,9 @@ fn stream_max_warps(wpl: usize, stages: usize, tiles: usize) -> usize {
 
 pub(crate) fn alloc_prepared(dev: &Dev, n: usize) -> Prepared {
     Prepared {
-        hi: dev.alloc::<u16>(n),
-        lo: dev.alloc::<u16>(n),
-        sums: dev.alloc::<f32>(n / 32),
+        hi: dev.scratch::<u16>(n),
+        lo: dev.scratch::<u16>(n),
+        sums: dev.scratch::<f32>(n / 32),
     }
 }
 

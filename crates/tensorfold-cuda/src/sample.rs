@@ -35,9 +35,9 @@ pub(crate) fn draw_rows(dev: &Dev, logits: &CudaAct, draws: &[RowDraw]) -> Vec<u
     }
     let desc = dev.upload(&desc);
     let spans = logits.cols.div_ceil(DRAW_SPAN);
-    let pv = dev.alloc::<f64>(n * spans);
-    let pi = dev.alloc::<i32>(n * spans);
-    let out = dev.alloc::<i32>(n);
+    let pv = dev.scratch::<f64>(n * spans);
+    let pi = dev.scratch::<i32>(n * spans);
+    let out = dev.scratch::<i32>(n);
     dev.launch(
         "draw_partial",
         (spans as u32, n as u32, 1),
