@@ -47,6 +47,12 @@ pub fn suite_requests(vocab_limit: u32, max_tokens: usize) -> Vec<Request> {
                     seed: 1000 + i as u64,
                 };
             }
+            if i == 7 {
+                // Temperature alone (the API's default shape): the keyed Gumbel-max over the whole vocabulary,
+                // which a GPU backend draws on the device.
+                r.sampling.top_k = 0;
+                r.sampling.top_p = 1.0;
+            }
             if i == 3 {
                 r.penalties = Penalties {
                     presence: 0.4,

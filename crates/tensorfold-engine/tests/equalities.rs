@@ -18,7 +18,11 @@ fn loader(name: &'static str) -> impl Fn() -> Result<Qwen35<CpuBackend>> {
 }
 
 fn assert_suite_passes(name: &'static str) {
-    let results = equality_suite(&loader(name), true).expect("suite runs");
+    assert_suite_passes_with(name, &loader(name));
+}
+
+fn assert_suite_passes_with(name: &'static str, load: &dyn Fn() -> Result<Qwen35<CpuBackend>>) {
+    let results = equality_suite(load, true).expect("suite runs");
     let failures: Vec<_> = results.iter().filter(|r| !r.pass()).collect();
     assert!(failures.is_empty(), "{name}: {failures:#?}");
     assert!(results.len() > 60, "the whole sweep ran: {}", results.len());
@@ -100,4 +104,22 @@ fn the_receipts_carry_information_different_requests_give_different_shas() {
         "{:#?}",
         results.iter().filter(|r| !r.pass()).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn drawing_every_row_at_once_as_a_gpu_does_changes_no_reply() {
+    // The engine draws all of a round's logit rows in one draw_rows call when the backend draws on the device
+    // (and then reads rows back only for penalties and logprobs): the suite's sampled, penalised and drafted
+    // replies must still equal the plain ones, which draw row by row on the host.
+    let name = "tiny-mlx-4bit";
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name);
+    let load = move || {
+        Qwen35::load(
+            &Checkpoint::open(&dir, |_, _| {})?,
+            CpuBackend::default().drawing_every_row(),
+        )
+    };
+    assert_suite_passes_with(name, &load);
 }

@@ -168,6 +168,21 @@ fn prefill(
     Ok(slot)
 }
 
+/// The best decode rate of `repeat` runs of `req` (tokens after the first per decode second), and each run's sha.
+fn best_decode(
+    m: &Qwen35<CudaBackend>,
+    req: &GenerateRequest,
+    repeat: usize,
+) -> Result<(f64, Vec<String>)> {
+    let (mut best, mut shas) = (0.0f64, Vec::new());
+    for _ in 0..repeat.max(1) {
+        let out = generate(m, req, |_| true)?;
+        best = best.max((out.tokens.len() - 1) as f64 / out.decode_secs);
+        shas.push(token_sha(&out.tokens));
+    }
+    Ok((best, shas))
+}
+
 /// Greedy draws of rows 0..n at position `pos` on.
 fn greedy_draws(n: usize, pos: usize) -> Vec<RowDraw> {
     (0..n)
@@ -224,12 +239,7 @@ pub fn bench(
         prefill_chunk: 64,
         want_prompt_logits: false,
     };
-    let (mut best, mut shas) = (0.0f64, Vec::new());
-    for _ in 0..repeat.max(1) {
-        let out = generate(&m, &req, |_| true)?;
-        best = best.max((out.tokens.len() - 1) as f64 / out.decode_secs);
-        shas.push(token_sha(&out.tokens));
-    }
+    let (best, shas) = best_decode(&m, &req, repeat)?;
     println!(
         "| decode, 1 stream | {best:.1} tok/s | bound {:.1} tok/s | {:.0}% of bound | token_sha {} |",
         bw / bytes,
@@ -246,12 +256,7 @@ pub fn bench(
         },
         ..req.clone()
     };
-    let (mut best, mut shas) = (0.0f64, Vec::new());
-    for _ in 0..repeat.max(1) {
-        let out = generate(&m, &sampled, |_| true)?;
-        best = best.max((out.tokens.len() - 1) as f64 / out.decode_secs);
-        shas.push(token_sha(&out.tokens));
-    }
+    let (best, shas) = best_decode(&m, &sampled, repeat)?;
     println!(
         "| decode, 1 stream, temperature 0.8 | {best:.1} tok/s | token_sha {} |",
         shas.join(" ")

@@ -39,6 +39,8 @@ impl CpuAct {
 #[derive(Clone, Debug)]
 pub struct CpuBackend {
     pool: std::sync::Arc<pages::PagePool>,
+    /// Report `draws_on_device`, so the engine draws every logit row of a round at once as it does on a GPU.
+    eager_draws: bool,
 }
 
 impl Default for CpuBackend {
@@ -53,7 +55,15 @@ impl CpuBackend {
     pub fn with_kv_pages(pages: usize) -> Self {
         CpuBackend {
             pool: pages::PagePool::new(pages),
+            eager_draws: false,
         }
+    }
+
+    /// This backend with `draws_on_device` true: the engine's GPU way of drawing (every logit row of a round in
+    /// one `draw_rows` call) with the CPU's arithmetic, for tests that it changes no token.
+    pub fn drawing_every_row(mut self) -> Self {
+        self.eager_draws = true;
+        self
     }
 }
 
@@ -234,6 +244,9 @@ impl Backend for CpuBackend {
     }
     fn act_shape(&self, x: &CpuAct) -> (usize, usize) {
         (x.rows, x.cols)
+    }
+    fn draws_on_device(&self) -> bool {
+        self.eager_draws
     }
     fn rows_to_host(&self, x: &CpuAct, first: usize, n: usize) -> Vec<f32> {
         x.data[first * x.cols..(first + n) * x.cols].to_vec()
