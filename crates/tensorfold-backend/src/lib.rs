@@ -3,7 +3,7 @@
 
 pub mod cpu;
 
-use tensorfold_core::sampling::{draw_keyed, RowDraw};
+use tensorfold_core::sampling::{draw_rows_keyed, RowDraw};
 use tensorfold_core::{Result, StoredMatrix};
 
 /// One row of a round as the ops see it: which slot (index into the state slice passed with the call), its
@@ -187,16 +187,6 @@ pub trait Backend: Send + Sync + 'static {
     /// (`[rows, vocab]`): the same bits wherever it runs.
     fn draw_rows(&self, logits: &Self::Act, draws: &[RowDraw]) -> Vec<u32> {
         let (_, vocab) = self.act_shape(logits);
-        let host = self.to_host(logits);
-        draws
-            .iter()
-            .map(|d| {
-                draw_keyed(
-                    &host[d.row * vocab..(d.row + 1) * vocab],
-                    d.rule,
-                    d.position,
-                )
-            })
-            .collect()
+        draw_rows_keyed(&self.to_host(logits), vocab, draws)
     }
 }

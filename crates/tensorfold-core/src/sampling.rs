@@ -162,6 +162,20 @@ pub fn draw_keyed(logits: &[f32], rule: KeyedRule, position: u64) -> u32 {
     }
 }
 
+/// `draw_keyed` of each draw's row of `logits` (`[rows, vocab]` row-major): `Backend::draw_rows` on the host.
+pub fn draw_rows_keyed(logits: &[f32], vocab: usize, draws: &[RowDraw]) -> Vec<u32> {
+    draws
+        .iter()
+        .map(|d| {
+            draw_keyed(
+                &logits[d.row * vocab..(d.row + 1) * vocab],
+                d.rule,
+                d.position,
+            )
+        })
+        .collect()
+}
+
 /// Draws the token at absolute `position` from one row of logits with the keyed rule.
 pub fn draw(logits: &[f32], params: &SamplingParams, position: u64) -> u32 {
     if let Some(rule) = params.keyed_rule(logits.len()) {

@@ -2,7 +2,7 @@
 //! add fused in), residual add, SwiGLU and row gathers; each output row depends on its own input row only.
 //! Projections are in project.rs.
 
-use crate::device::{ok, Arg, Dev};
+use crate::device::{Arg, Dev};
 use crate::project::{alloc_prepared, fuse_prepare, fusion_enabled, tensor_core_a4};
 use crate::scratch::Buf;
 use cudarc::driver::CudaSlice;
@@ -319,10 +319,10 @@ fn elementwise_grid(n: usize) -> (u32, u32, u32) {
 fn make_writable(dev: &Dev, x: &mut CudaAct) {
     x.prepared = OnceLock::new();
     if Arc::get_mut(&mut x.buf).is_none() {
-        x.buf = Arc::new(Buf::owned(ok(
-            dev.stream.clone_dtod(&**x.buf),
-            "copy on write",
-        )));
+        let n = x.rows * x.cols;
+        let mut copy = dev.scratch::<f32>(n);
+        dev.copy(&x.buf, &mut copy, n);
+        x.buf = Arc::new(copy);
     }
 }
 

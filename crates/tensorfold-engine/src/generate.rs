@@ -69,7 +69,7 @@ pub fn generate<B: Backend>(
         };
         let logits = model.forward_chains_round(&rows, piece, &mut [&mut slot], &wanted)?;
         if let Some(all) = prompt_logits.as_mut() {
-            all.extend_from_slice(&logits.to_host());
+            all.extend_from_slice(logits.host());
         }
         if is_last {
             last = Some(logits);
@@ -105,7 +105,6 @@ pub fn generate<B: Backend>(
         (Some(logits), 1..) => Some(next(logits, slot.len, &tokens)),
         _ => None,
     };
-    drop(last);
     let prompt_secs = started.elapsed().as_secs_f64();
     let started = Instant::now();
     while let Some(t) = token.take() {

@@ -223,8 +223,9 @@ pub(crate) fn run_round<B: Backend>(
     // A backend that draws where the logits are draws every row of the streams that need no host logits at once
     // (each row's token depends on that row alone, so drawing rows the walk never reaches changes nothing).
     let vocab = model.config.vocab_size;
-    let mut keyed = vec![None; rows.len()];
-    if model.backend.draws_on_device() {
+    let on_device = model.backend.draws_on_device();
+    let mut outs: Vec<Option<RowOut>> = (0..rows.len()).map(|_| None).collect();
+    if on_device {
         let mut draws = Vec::new();
         let mut at = Vec::new();
         for (r, &l) in logit_at.iter().enumerate() {
@@ -241,21 +242,22 @@ pub(crate) fn run_round<B: Backend>(
             }
         }
         for (r, t) in at.into_iter().zip(logits.draws(&draws)) {
-            keyed[r] = Some(t);
+            outs[r] = Some(RowOut::Drawn(t));
+        }
+        // The rows the host draws from are read now, so the round's time covers the device's work.
+        for (r, &l) in logit_at.iter().enumerate() {
+            if l != usize::MAX && outs[r].is_none() {
+                outs[r] = Some(RowOut::Logits(logits.row(l)));
+            }
         }
     }
-    // Every other logit row on the host before the round's time is taken (so it covers the device's work).
-    let outs: Vec<Option<RowOut>> = (0..rows.len())
-        .map(|r| match (keyed[r], logit_at[r]) {
-            (_, usize::MAX) => None,
-            (Some(t), _) => Some(RowOut::Drawn(t)),
-            (None, l) => Some(RowOut::Logits(logits.row(l))),
-        })
-        .collect();
     planner.record_round(rows.len(), started.elapsed().as_secs_f64());
-    let row_logits = |r: usize| match &outs[r] {
-        Some(o) => o.clone(),
-        None => unreachable!("round row {r} has no logits"),
+    // Each row is walked at most once, so its output is handed over, not copied; on the host, rows are read as
+    // the walk reaches them.
+    let mut row_logits = |r: usize| {
+        outs[r]
+            .take()
+            .unwrap_or_else(|| RowOut::Logits(logits.row(logit_at[r])))
     };
     let (mut drafted, mut accepted) = (0, 0);
     let mut kept: Vec<Vec<usize>> = vec![Vec::new(); live.len()];
@@ -266,7 +268,7 @@ pub(crate) fn run_round<B: Backend>(
                 let path: Vec<usize> = (first..first + n).collect();
                 model.keep(&mut st.slot, &path)?;
                 if last {
-                    walk(st, &rows, first + n - 1, &[], &row_logits);
+                    walk(st, &rows, first + n - 1, &[], &mut row_logits);
                 }
                 kept[si] = path;
             }
@@ -276,7 +278,7 @@ pub(crate) fn run_round<B: Backend>(
                 let children: Vec<(usize, usize, u32)> = (first + 1..first + n)
                     .map(|r| (r, rows[r].parent.unwrap_or(first), tokens[r]))
                     .collect();
-                let path = walk(st, &rows, first, &children, &row_logits);
+                let path = walk(st, &rows, first, &children, &mut row_logits);
                 drafted += n - 1;
                 accepted += path.len() - 1;
                 st.usage.drafted += n - 1;
@@ -440,9 +442,7 @@ fn draft_next<B: Backend>(
     Ok(())
 }
 
-/// Depth of each draft node below the pending row (children of the pending row have depth 0).
 /// A logit row as the walk gets it: the token the backend drew, or the logits for the host to draw from.
-#[derive(Clone)]
 enum RowOut {
     Drawn(u32),
     Logits(Vec<f32>),
@@ -457,6 +457,7 @@ pub(crate) fn keyed_rule(req: &Request, vocab: usize) -> Option<KeyedRule> {
     req.sampling.keyed_rule(vocab)
 }
 
+/// Depth of each draft node below the pending row (children of the pending row have depth 0).
 fn depths(tree: &DraftTree) -> Vec<usize> {
     let mut d = vec![0; tree.len()];
     for i in 0..tree.len() {
@@ -472,7 +473,7 @@ fn walk<B: Backend>(
     rows: &[RowRef],
     start: usize,
     children: &[(usize, usize, u32)],
-    row_logits: &impl Fn(usize) -> RowOut,
+    row_logits: &mut impl FnMut(usize) -> RowOut,
 ) -> Vec<usize> {
     let mut path = vec![start];
     let mut cur = start;

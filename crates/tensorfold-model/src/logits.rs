@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 use tensorfold_backend::Backend;
-use tensorfold_core::sampling::{draw_keyed, RowDraw};
+use tensorfold_core::sampling::{draw_rows_keyed, RowDraw};
 
 pub struct Logits<'a, B: Backend> {
     backend: &'a B,
@@ -40,20 +40,22 @@ impl<'a, B: Backend> Logits<'a, B> {
         }
         match &self.act {
             Some(a) if self.backend.draws_on_device() => self.backend.rows_to_host(a, i, 1),
-            _ => self.all()[i * self.vocab..(i + 1) * self.vocab].to_vec(),
+            _ => self.host()[i * self.vocab..(i + 1) * self.vocab].to_vec(),
         }
     }
 
-    /// Every row on the host, `[rows, vocab]` row-major.
-    pub fn to_host(&self) -> Vec<f32> {
-        self.all().clone()
-    }
-
-    fn all(&self) -> &Vec<f32> {
+    /// Every row on the host, `[rows, vocab]` row-major (read once, then kept).
+    pub fn host(&self) -> &[f32] {
         self.host.get_or_init(|| match &self.act {
             Some(a) => self.backend.to_host(a),
             None => Vec::new(),
         })
+    }
+
+    /// `host`, taken.
+    pub fn into_host(self) -> Vec<f32> {
+        self.host();
+        self.host.into_inner().unwrap_or_default()
     }
 
     /// The keyed draws of `draws` (`sampling::draw_keyed` on each named row), run by the backend. With
@@ -65,14 +67,7 @@ impl<'a, B: Backend> Logits<'a, B> {
         }
         match &self.act {
             Some(a) if !host_draws() => self.backend.draw_rows(a, draws),
-            _ => {
-                let all = self.all();
-                let v = self.vocab;
-                draws
-                    .iter()
-                    .map(|d| draw_keyed(&all[d.row * v..(d.row + 1) * v], d.rule, d.position))
-                    .collect()
-            }
+            _ => draw_rows_keyed(self.host(), self.vocab, draws),
         }
     }
 }

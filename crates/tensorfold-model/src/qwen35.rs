@@ -251,7 +251,7 @@ impl<B: Backend> Qwen35<B> {
         tap_rows: &[usize],
     ) -> Result<(Vec<f32>, Vec<f32>)> {
         let (logits, taps) = self.forward_round(rows, tokens, slots, logit_rows, tap_rows)?;
-        Ok((logits.to_host(), taps))
+        Ok((logits.into_host(), taps))
     }
 
     /// `forward_taps` with the logits left on the backend (read rows or draw tokens from them).
@@ -404,7 +404,7 @@ impl<B: Backend> Qwen35<B> {
     ) -> Result<Vec<f32>> {
         Ok(self
             .forward_chains_round(rows, tokens, slots, logit_rows)?
-            .to_host())
+            .into_host())
     }
 
     /// `forward_chains` with the logits left on the backend.

@@ -8,7 +8,7 @@ pub mod pages;
 
 use crate::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
 use rayon::prelude::*;
-use tensorfold_core::sampling::{draw_keyed, RowDraw};
+use tensorfold_core::sampling::{draw_rows_keyed, RowDraw};
 use tensorfold_core::{CoreError, Result, StoredMatrix};
 
 pub use attention::CpuKv;
@@ -252,10 +252,6 @@ impl Backend for CpuBackend {
         x.data[first * x.cols..(first + n) * x.cols].to_vec()
     }
     fn draw_rows(&self, logits: &CpuAct, draws: &[RowDraw]) -> Vec<u32> {
-        let v = logits.cols;
-        draws
-            .iter()
-            .map(|d| draw_keyed(&logits.data[d.row * v..(d.row + 1) * v], d.rule, d.position))
-            .collect()
+        draw_rows_keyed(&logits.data, logits.cols, draws)
     }
 }
