@@ -51,6 +51,8 @@ inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __ddiv_rn(double a, double b) { return a / b; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+// Fibers switch only at barriers and shuffles, so a plain read-modify-write is atomic here.
+inline unsigned atomicAdd(unsigned* p, unsigned v) { const unsigned o = *p; *p = o + v; return o; }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     const unsigned long long v = (unsigned long long)x | ((unsigned long long)y << 32);
     unsigned r = 0;

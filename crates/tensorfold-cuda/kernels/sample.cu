@@ -123,3 +123,173 @@ extern "C" __global__ void draw_finish(const double* __restrict__ pv, const int*
     }
     out[d] = bv > d_from_bits(0xfff0000000000000ull) ? bi : 0;
 }
+
+// ---- A cut draw's best ranks and softmax total (Backend::draw_rows for top-k, top-p and min-p draws): what
+// tensorfold-core's sampling::row_top gives on the host, bit for bit; the host finishes the draw from them.
+
+#define TOP_THREADS 1024  // = sampling::TOTAL_LANES: thread r is lane r of keyed_total's sum
+#define TOP_MAX 1024      // = sampling::TOP_MAX
+#define TOP_WORDS (4 + 2 * TOP_MAX)
+
+__device__ __forceinline__ double pow2(int k) { return d_from_bits((u64)(k + 1023) << 52); }
+
+// sampling.rs keyed_exp, operation for operation.
+__device__ double keyed_exp(double x) {
+    if (x != x) return x;
+    if (x < -745.2) return 0.0;
+    if (x > 709.7) return d_from_bits(0x7ff0000000000000ull);
+    const double kf = floor(__dadd_rn(__dmul_rn(x, 1.4426950408889634), 0.5));
+    const double r =
+        __dsub_rn(__dsub_rn(x, __dmul_rn(kf, 0.6931471803691238)), __dmul_rn(kf, 1.9082149292705877e-10));
+    const double c[14] = {1.6059043836821613e-10, 2.08767569878681e-09, 2.505210838544172e-08,
+                          2.755731922398589e-07,  2.7557319223985893e-06, 2.48015873015873e-05,
+                          0.0001984126984126984,  0.001388888888888889,  0.008333333333333333,
+                          0.041666666666666664,   0.16666666666666666,   0.5,
+                          1.0,                    1.0};
+    double p = c[0];
+#pragma unroll
+    for (int i = 1; i < 14; ++i) p = __dadd_rn(__dmul_rn(p, r), c[i]);
+    const int k = (int)kf;
+    if (k < -1022) return __dmul_rn(__dmul_rn(p, pow2(k + 600)), pow2(-600));
+    if (k > 1023) return __dmul_rn(__dmul_rn(p, pow2(k - 600)), pow2(600));
+    return __dmul_rn(p, pow2(k));
+}
+
+// Order-preserving key of a logit that is not NaN: larger logit, larger key (−0 below +0, as total_cmp).
+__device__ __forceinline__ u32 rank_key(float l) {
+    const u32 b = __float_as_uint(l);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ float key_logit(u32 k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+// Block d: item d of desc (3 words: logit row, inv_t's bits, count) to out[d · TOP_WORDS ..]: the number of ranks
+// c = min(count, valid), valid, keyed_total's two halves, then c ids and c logits' bits of the c best ranks in no
+// order (the host sorts them). The c-th best key is found 8 bits at a time (a radix select); ties at it go to the
+// lowest ids, as in the host's rank order.
+extern "C" __global__ void __launch_bounds__(TOP_THREADS)
+    row_top(const float* __restrict__ logits, const u64* __restrict__ desc, int vocab, u32* __restrict__ out) {
+    kernel_entry();
+    __shared__ double lanes[TOP_THREADS];
+    __shared__ u32 ua[TOP_THREADS], ub[TOP_THREADS];
+    __shared__ u32 hist[256];
+    __shared__ u32 s_prefix, s_remaining, s_eq, s_pos;
+    const int d = blockIdx.x, tid = threadIdx.x;
+    const u64* q = desc + 3 * (size_t)d;
+    const float* row = logits + (size_t)q[0] * vocab;
+    const double inv_t = d_from_bits(q[1]);
+    const u32 count = (u32)q[2];
+    u32* o = out + (size_t)d * TOP_WORDS;
+    // The best key and how many logits are not NaN.
+    u32 best = 0, valid = 0;
+    for (int i = tid; i < vocab; i += TOP_THREADS) {
+        const float l = row[i];
+        if (l != l) continue;
+        best = max(best, rank_key(l));
+        valid += 1;
+    }
+    ua[tid] = best;
+    ub[tid] = valid;
+    __syncthreads();
+    for (int h = TOP_THREADS / 2; h > 0; h >>= 1) {
+        if (tid < h) {
+            ua[tid] = max(ua[tid], ua[tid + h]);
+            ub[tid] += ub[tid + h];
+        }
+        __syncthreads();
+    }
+    best = ua[0];
+    valid = ub[0];
+    if (valid == 0) {
+        if (tid < 4) o[tid] = 0;
+        return;
+    }
+    // keyed_total: lane tid adds the ids ≡ tid (mod 1024) in increasing order, then the lanes pairwise.
+    const double maxv = __dmul_rn((double)key_logit(best), inv_t);
+    double s = 0.0;
+    for (int i = tid; i < vocab; i += TOP_THREADS) {
+        const float l = row[i];
+        if (l == l) s = __dadd_rn(s, keyed_exp(__dsub_rn(__dmul_rn((double)l, inv_t), maxv)));
+    }
+    lanes[tid] = s;
+    __syncthreads();
+    for (int h = TOP_THREADS / 2; h > 0; h >>= 1) {
+        if (tid < h) lanes[tid] = __dadd_rn(lanes[tid], lanes[tid + h]);
+        __syncthreads();
+    }
+    // The c-th best key T, and how many of the keys equal to T the c best take.
+    const u32 c = min(count, valid);
+    u32 prefix = 0, mask = 0, remaining = c;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        if (tid < 256) hist[tid] = 0;
+        __syncthreads();
+        for (int i = tid; i < vocab; i += TOP_THREADS) {
+            const float l = row[i];
+            if (l != l) continue;
+            const u32 k = rank_key(l);
+            if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255u], 1u);
+        }
+        __syncthreads();
+        if (tid == 0) {
+            u32 above = 0;
+            int b = 255;
+            for (; b > 0; --b) {
+                if (above + hist[b] >= remaining) break;
+                above += hist[b];
+            }
+            s_prefix = prefix | ((u32)b << shift);
+            s_remaining = remaining - above;
+            s_eq = hist[b];
+            s_pos = 0;
+        }
+        __syncthreads();
+        prefix = s_prefix;
+        remaining = s_remaining;
+        mask |= 255u << shift;
+    }
+    const u32 t = prefix, need_eq = remaining, above_n = c - remaining;
+    const bool all_eq = s_eq == need_eq;
+    // Every key above T (and every key equal to it when the c best take them all), in no order.
+    for (int i = tid; i < vocab; i += TOP_THREADS) {
+        const float l = row[i];
+        if (l != l) continue;
+        const u32 k = rank_key(l);
+        if (k > t || (all_eq && k == t)) {
+            const u32 j = atomicAdd(&s_pos, 1u);
+            o[4 + j] = (u32)i;
+            o[4 + TOP_MAX + j] = __float_as_uint(l);
+        }
+    }
+    if (!all_eq) {
+        // Ties at T cut inside: the lowest ids, by a scan of each 1024 ids in turn (rare: a cut through equal
+        // logits, such as a flat or masked row).
+        u32 taken = 0;
+        for (int base = 0; base < vocab && taken < need_eq; base += TOP_THREADS) {
+            const int i = base + tid;
+            const bool f = i < vocab && row[i] == row[i] && rank_key(row[i]) == t;
+            __syncthreads();
+            ua[tid] = f ? 1u : 0u;
+            __syncthreads();
+            for (int h = 1; h < TOP_THREADS; h <<= 1) {  // inclusive prefix sums
+                const u32 v = tid >= h ? ua[tid - h] : 0u;
+                __syncthreads();
+                ua[tid] += v;
+                __syncthreads();
+            }
+            const u32 at = taken + ua[tid] - 1;
+            if (f && at < need_eq) {
+                o[4 + above_n + at] = (u32)i;
+                o[4 + TOP_MAX + above_n + at] = __float_as_uint(row[i]);
+            }
+            taken += ua[TOP_THREADS - 1];
+        }
+    }
+    if (tid == 0) {
+        const u64 tb = d_bits(lanes[0]);
+        o[0] = c;
+        o[1] = valid;
+        o[2] = (u32)tb;
+        o[3] = (u32)(tb >> 32);
+    }
+}

@@ -250,6 +250,11 @@ impl Dev {
 
     /// Small integer results (e.g. drawn tokens): the first `n` values of `s` (waits for the stream).
     pub fn download_i32(&self, s: &CudaSlice<i32>, n: usize) -> Vec<i32> {
+        self.download_small(s, n)
+    }
+
+    /// The first `n` values of `s` without the staging buffer, for small results (waits for the stream).
+    pub fn download_small<T: DeviceRepr>(&self, s: &CudaSlice<T>, n: usize) -> Vec<T> {
         let v = ok(self.stream.clone_dtoh(&s.slice(0..n)), "download");
         self.sync();
         v
@@ -395,6 +400,7 @@ pub fn kernel_names() -> Vec<String> {
         "add_rms_norm",
         "draw_partial",
         "draw_finish",
+        "row_top",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -38,7 +38,7 @@ impl std::error::Error for CudaUnavailable {}
 /// The CUDA backend; clones share the device, its stream and one KV page pool.
 #[derive(Clone)]
 pub struct CudaBackend {
-    dev: Arc<device::Dev>,
+    pub(crate) dev: Arc<device::Dev>,
     pool: Arc<KvPool>,
 }
 

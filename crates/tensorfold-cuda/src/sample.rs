@@ -1,37 +1,91 @@
-//! Keyed draws on the device (kernels/sample.cu): a round reads back one token per drawn row instead of its
-//! vocabulary of logits, and the host never loops over the vocabulary.
+//! Draws on the device (kernels/sample.cu): a round reads back one token per keyed row (greedy or uncut Gumbel)
+//! and a few thousand bytes per cut row (its best ranks and softmax total, from which the host finishes the
+//! draw), instead of a vocabulary of logits, and the host never loops over the vocabulary.
 
 use crate::device::{Arg, Dev};
 use crate::ops::CudaAct;
-use tensorfold_core::sampling::{KeyedRule, RowDraw};
+use crate::scratch::Buf;
+use tensorfold_core::sampling::{
+    draw_from_top, draw_keyed, top_count, KeyedRule, RowDraw, RowTop, TOP_MAX,
+};
 
 /// Logits per block of draw_partial (sample.cu DRAW_SPAN) and its threads.
 const DRAW_SPAN: usize = 8192;
 const DRAW_THREADS: u32 = 256;
+/// row_top's threads (sample.cu TOP_THREADS) and the words of one answer (TOP_WORDS).
+const TOP_THREADS: u32 = 1024;
+const TOP_WORDS: usize = 4 + 2 * TOP_MAX;
 
-/// The token of each draw: `sampling::draw_keyed` of row `d.row` of `logits`, with the host's bits.
+/// The token of each draw: `sampling::draw_keyed` of row `d.row` of `logits`, with the host's bits. Keyed rows
+/// are drawn on the device; a cut row's best ranks come from the device and the host draws from them, or from
+/// the whole row when they end before the cut (or its top_k is above TOP_MAX).
 pub(crate) fn draw_rows(dev: &Dev, logits: &CudaAct, draws: &[RowDraw]) -> Vec<u32> {
-    if draws.is_empty() {
-        return Vec::new();
-    }
-    let n = draws.len();
     assert!(
-        n <= 65_535,
-        "draw_rows: {n} draws in one call (at most 65,535)"
+        draws.len() <= 65_535,
+        "draw_rows: {} draws in one call (at most 65,535)",
+        draws.len()
     );
-    let mut desc = Vec::with_capacity(5 * n);
+    if let Some(bad) = draws.iter().find(|d| d.row >= logits.rows) {
+        panic!("draw of logit row {} of {}", bad.row, logits.rows);
+    }
+    let (mut keyed, mut cut, mut whole) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, d) in draws.iter().enumerate() {
+        match d.rule {
+            KeyedRule::Cut(c) => match top_count(&c) {
+                Some(count) => cut.push((i, c, count)),
+                None => whole.push(i),
+            },
+            _ => keyed.push(i),
+        }
+    }
+    // Both kernels are queued before either answer is read.
+    let drawn = launch_keyed(dev, logits, keyed.iter().map(|&i| &draws[i]));
+    let asks: Vec<(usize, f64, usize)> = cut
+        .iter()
+        .map(|&(i, c, count)| (draws[i].row, c.inv_t, count))
+        .collect();
+    let tops = launch_tops(dev, logits, &asks);
+    let mut out = vec![0u32; draws.len()];
+    if let Some(buf) = drawn {
+        for (&i, t) in keyed.iter().zip(dev.download_i32(&buf, keyed.len())) {
+            out[i] = t as u32;
+        }
+    }
+    if let Some(buf) = tops {
+        let words = dev.download_small(&buf, asks.len() * TOP_WORDS);
+        for (&(i, c, _), w) in cut.iter().zip(words.chunks(TOP_WORDS)) {
+            match draw_from_top(&row_top_of(w), &c, draws[i].position) {
+                Some(t) => out[i] = t,
+                None => whole.push(i),
+            }
+        }
+    }
+    for i in whole {
+        let d = &draws[i];
+        let row = dev.download_at(&logits.buf, d.row * logits.cols, logits.cols);
+        out[i] = draw_keyed(&row, d.rule, d.position);
+    }
+    out
+}
+
+/// Queues draw_partial and draw_finish for greedy and Gumbel draws; the tokens are in the buffer returned.
+fn launch_keyed<'a>(
+    dev: &Dev,
+    logits: &CudaAct,
+    draws: impl Iterator<Item = &'a RowDraw>,
+) -> Option<Buf<i32>> {
+    let mut desc = Vec::new();
     for d in draws {
-        assert!(
-            d.row < logits.rows,
-            "draw of logit row {} of {}",
-            d.row,
-            logits.rows
-        );
         let (greedy, inv_t, seed) = match d.rule {
             KeyedRule::Greedy => (1, 0.0f64, 0),
             KeyedRule::Gumbel { inv_t, seed } => (0, inv_t, seed),
+            KeyedRule::Cut(_) => unreachable!("cut draws take row_top"),
         };
         desc.extend([d.row as u64, greedy, inv_t.to_bits(), seed, d.position]);
+    }
+    let n = desc.len() / 5;
+    if n == 0 {
+        return None;
     }
     let desc = dev.upload(&desc);
     let spans = logits.cols.div_ceil(DRAW_SPAN);
@@ -61,8 +115,57 @@ pub(crate) fn draw_rows(dev: &Dev, logits: &CudaAct, draws: &[RowDraw]) -> Vec<u
             Arg::P(dev.ptr(&out)),
         ],
     );
-    dev.download_i32(&out, n)
-        .into_iter()
-        .map(|t| t as u32)
-        .collect()
+    Some(out)
+}
+
+/// Queues row_top for each (row, inv_t, count); the answers, TOP_WORDS words each, are in the buffer returned.
+fn launch_tops(dev: &Dev, logits: &CudaAct, asks: &[(usize, f64, usize)]) -> Option<Buf<u32>> {
+    if asks.is_empty() {
+        return None;
+    }
+    let desc: Vec<u64> = asks
+        .iter()
+        .flat_map(|&(row, inv_t, count)| [row as u64, inv_t.to_bits(), count.min(TOP_MAX) as u64])
+        .collect();
+    let desc = dev.upload(&desc);
+    let out = dev.scratch::<u32>(asks.len() * TOP_WORDS);
+    dev.launch(
+        "row_top",
+        (asks.len() as u32, 1, 1),
+        TOP_THREADS,
+        &[
+            Arg::P(dev.ptr(&logits.buf)),
+            Arg::P(dev.ptr(&desc)),
+            Arg::I(logits.cols as i32),
+            Arg::P(dev.ptr(&out)),
+        ],
+    );
+    Some(out)
+}
+
+/// `sampling::row_top`'s answer from one row_top answer (its ranks sorted here, best first).
+fn row_top_of(w: &[u32]) -> RowTop {
+    let c = w[0] as usize;
+    let mut ranked: Vec<(u32, f32)> = (0..c)
+        .map(|j| (w[4 + j], f32::from_bits(w[4 + TOP_MAX + j])))
+        .collect();
+    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    RowTop {
+        ranked,
+        valid: w[1] as usize,
+        total: f64::from_bits(w[2] as u64 | (w[3] as u64) << 32),
+    }
+}
+
+/// The best ranks of each (row, inv_t, count) as the device finds them: for the backend-ops test against
+/// `sampling::row_top`.
+pub(crate) fn row_tops(dev: &Dev, logits: &CudaAct, asks: &[(usize, f64, usize)]) -> Vec<RowTop> {
+    match launch_tops(dev, logits, asks) {
+        Some(buf) => dev
+            .download_small(&buf, asks.len() * TOP_WORDS)
+            .chunks(TOP_WORDS)
+            .map(row_top_of)
+            .collect(),
+        None => Vec::new(),
+    }
 }

@@ -4,9 +4,10 @@
 use crate::CudaBackend;
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_backend::Backend;
-use tensorfold_core::sampling::{draw_keyed, KeyedRule, RowDraw};
 use tensorfold_core::{Bytes, DenseDType, StoredMatrix};
 
+#[path = "selftest_draws.rs"]
+mod draws;
 #[path = "selftest_mix.rs"]
 mod mix;
 
@@ -39,6 +40,18 @@ impl Report {
             format!("FAIL {what}: {diff} of {} differ", b.len())
         };
         if diff != 0 {
+            self.failures.push(line.clone());
+        }
+        self.lines.push(line);
+    }
+    /// Records that `bad` of `of` compared items differ (none should).
+    pub(crate) fn none_differ(&mut self, what: &str, bad: usize, of: usize) {
+        let line = if bad == 0 {
+            format!("ok   {what}: {of} of {of} equal")
+        } else {
+            format!("FAIL {what}: {bad} of {of} differ")
+        };
+        if bad != 0 {
             self.failures.push(line.clone());
         }
         self.lines.push(line);
@@ -416,64 +429,9 @@ pub fn run(gpu: &CudaBackend) -> Report {
     check_pairs(&mut rep, gpu, &mut rng);
     check_prompt_kernel(&mut rep, gpu, &mut rng);
     mix::check_mixers(&mut rep, &cpu, gpu, &mut rng);
-    check_draws(&mut rep, gpu, &mut rng);
+    draws::check_draws(&mut rep, gpu, &mut rng);
+    draws::check_cut_draws(&mut rep, gpu, &mut rng);
     rep
-}
-
-/// Keyed draws on the device against `sampling::draw_keyed` on the host, token for token: greedy and Gumbel at
-/// several temperatures, seeds and positions, over a vocabulary that ends inside a span, with a tie for the
-/// maximum, NaN and −∞ scattered, a row of −∞ only and a flat row (where the noise alone decides).
-fn check_draws(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
-    let vocab = 3 * 8192 + 1234;
-    let rows = 5;
-    let mut data = rng.vec(rows * vocab, 4.0);
-    data[vocab + 17] = 9.0;
-    data[vocab + 20_000] = 9.0;
-    for i in (0..vocab).step_by(97) {
-        data[2 * vocab + i] = if i % 2 == 0 {
-            f32::NAN
-        } else {
-            f32::NEG_INFINITY
-        };
-    }
-    data[3 * vocab..4 * vocab].fill(f32::NEG_INFINITY);
-    data[4 * vocab..].fill(0.25);
-    let logits = act(gpu, rows, vocab, &data);
-    let mut draws = Vec::new();
-    for row in 0..rows {
-        draws.push(RowDraw {
-            row,
-            rule: KeyedRule::Greedy,
-            position: 0,
-        });
-        for t in [0.3f32, 0.8, 1.0, 1.7] {
-            for p in 0..3 {
-                draws.push(RowDraw {
-                    row,
-                    rule: KeyedRule::Gumbel {
-                        inv_t: 1.0 / t as f64,
-                        seed: rng.next(),
-                    },
-                    position: 1000 * p + row as u64,
-                });
-            }
-        }
-    }
-    let want: Vec<u32> = draws
-        .iter()
-        .map(|d| {
-            draw_keyed(
-                &data[d.row * vocab..(d.row + 1) * vocab],
-                d.rule,
-                d.position,
-            )
-        })
-        .collect();
-    rep.same_ids(
-        &format!("keyed draws on the device vs the host, {rows} rows of {vocab}"),
-        &gpu.draw_rows(&logits, &draws),
-        &want,
-    );
 }
 
 /// Two 4-bit matrices of one shape sharing an input run in one launch (project_pair): each output bit for bit

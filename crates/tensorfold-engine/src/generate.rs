@@ -78,7 +78,7 @@ pub fn generate<B: Backend>(
     // Without penalties a token needs only its row's logits and its key: the backend draws it where the logits
     // are (a GPU reads back the token, not the row).
     let keyed = if req.penalties.is_off() {
-        req.sampling.keyed_rule(vocab)
+        Some(req.sampling.keyed_rule(vocab))
     } else {
         None
     };

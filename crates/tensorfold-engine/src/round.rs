@@ -454,7 +454,7 @@ pub(crate) fn keyed_rule(req: &Request, vocab: usize) -> Option<KeyedRule> {
     if !req.penalties.is_off() || req.logprobs.is_some() {
         return None;
     }
-    req.sampling.keyed_rule(vocab)
+    Some(req.sampling.keyed_rule(vocab))
 }
 
 /// Depth of each draft node below the pending row (children of the pending row have depth 0).

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_core::{Checkpoint, Result};
-use tensorfold_engine::check::equality_suite;
+use tensorfold_engine::check::{copy_requests, equality_suite, plain_reply, suite_requests};
 use tensorfold_model::Qwen35;
 
 fn loader(name: &'static str) -> impl Fn() -> Result<Qwen35<CpuBackend>> {
@@ -109,8 +109,9 @@ fn the_receipts_carry_information_different_requests_give_different_shas() {
 #[test]
 fn drawing_every_row_at_once_as_a_gpu_does_changes_no_reply() {
     // The engine draws all of a round's logit rows in one draw_rows call when the backend draws on the device
-    // (and then reads rows back only for penalties and logprobs): the suite's sampled, penalised and drafted
-    // replies must still equal the plain ones, which draw row by row on the host.
+    // (and then reads rows back only for penalties and logprobs), and a cut row from its best ranks alone, as a
+    // GPU does: the suite's sampled, penalised and drafted replies must equal that backend's plain ones, and
+    // those must equal the plain replies of the host, which draws from whole rows as the walk reaches them.
     let name = "tiny-mlx-4bit";
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures")
@@ -122,4 +123,17 @@ fn drawing_every_row_at_once_as_a_gpu_does_changes_no_reply() {
         )
     };
     assert_suite_passes_with(name, &load);
+    let (device_way, host) = (load().unwrap(), loader(name)().unwrap());
+    let vocab = host.config.vocab_size as u32;
+    let reqs = suite_requests(vocab.min(480), 12);
+    let copies = copy_requests(vocab.min(480), vocab, 12);
+    assert!(reqs.iter().chain(&copies).any(|r| r.sampling.top_k > 0));
+    for r in reqs.iter().chain(&copies) {
+        assert_eq!(
+            plain_reply(&device_way, r).unwrap(),
+            plain_reply(&host, r).unwrap(),
+            "{:?}",
+            r.sampling
+        );
+    }
 }

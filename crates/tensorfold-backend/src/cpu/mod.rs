@@ -8,7 +8,9 @@ pub mod pages;
 
 use crate::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
 use rayon::prelude::*;
-use tensorfold_core::sampling::{draw_rows_keyed, RowDraw};
+use tensorfold_core::sampling::{
+    draw_from_top, draw_keyed, draw_rows_keyed, row_top, top_count, KeyedRule, RowDraw,
+};
 use tensorfold_core::{CoreError, Result, StoredMatrix};
 
 pub use attention::CpuKv;
@@ -252,6 +254,22 @@ impl Backend for CpuBackend {
         x.data[first * x.cols..(first + n) * x.cols].to_vec()
     }
     fn draw_rows(&self, logits: &CpuAct, draws: &[RowDraw]) -> Vec<u32> {
-        draw_rows_keyed(&logits.data, logits.cols, draws)
+        if !self.eager_draws {
+            return draw_rows_keyed(&logits.data, logits.cols, draws);
+        }
+        // As a GPU draws a cut row: from its best ranks and total (`row_top`), the whole row only when they end
+        // before the cut does.
+        draws
+            .iter()
+            .map(|d| {
+                let row = logits.row(d.row);
+                let from_top = match d.rule {
+                    KeyedRule::Cut(cut) => top_count(&cut)
+                        .and_then(|c| draw_from_top(&row_top(row, cut.inv_t, c), &cut, d.position)),
+                    _ => None,
+                };
+                from_top.unwrap_or_else(|| draw_keyed(row, d.rule, d.position))
+            })
+            .collect()
     }
 }

@@ -1,6 +1,12 @@
 //! Keyed sampling (DESIGN.md §1): the token at absolute position p depends only on the logits of that row, the
 //! request's parameters and hash(seed, p, token id) — never on batch, draft or timing — plus token_sha.
 
+mod keyed;
+mod top;
+
+pub use keyed::{keyed_exp, keyed_gumbel, keyed_ln, keyed_total, TOTAL_LANES};
+pub use top::{draw_from_top, row_top, top_count, RowTop, TOP_MAX};
+
 use crate::error::{CoreError, Result};
 use sha2::{Digest, Sha256};
 
@@ -54,68 +60,26 @@ pub fn seed_from_prompt(prompt_ids: &[u32]) -> u64 {
     u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
 }
 
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// ln 2 split so that k · LN2_HI is exact for every exponent k (its low 32 bits are zero), and the rest.
-const LN2_HI: f64 = 0.6931471803691238;
-const LN2_LO: f64 = 1.9082149292705877e-10;
-/// 1/3, 1/5, …, 1/21: the series 2·atanh(s) = 2s·(1 + s²/3 + s⁴/5 + …), enough terms for |s| ≤ 0.172.
-const ATANH_SERIES: [f64; 10] = [
-    0.3333333333333333,
-    0.2,
-    0.14285714285714285,
-    0.1111111111111111,
-    0.09090909090909091,
-    0.07692307692307693,
-    0.06666666666666667,
-    0.058823529411764705,
-    0.05263157894736842,
-    0.047619047619047616,
-];
-
-/// Natural log of a positive normal f64 by a fixed sequence of IEEE operations (no libm call, no fused
-/// multiply-add), so the GPU's twin (tensorfold-cuda kernels/sample.cu `keyed_ln`) gives the same bits and a keyed
-/// draw never depends on which machine's libm ran it. x = m·2^e with m in [√½, √2); ln m = 2·atanh(f / (2 + f))
-/// with f = m − 1 (exact). Within a few ulp of the true log.
-pub fn keyed_ln(x: f64) -> f64 {
-    let bits = x.to_bits();
-    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
-    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
-    if m > std::f64::consts::SQRT_2 {
-        m *= 0.5;
-        e += 1;
-    }
-    let f = m - 1.0;
-    let s = f / (2.0 + f);
-    let z = s * s;
-    let mut p = ATANH_SERIES[ATANH_SERIES.len() - 1];
-    for &c in ATANH_SERIES[..ATANH_SERIES.len() - 1].iter().rev() {
-        p = p * z + c;
-    }
-    let r = s * (z * p);
-    let k = e as f64;
-    k * LN2_HI + (k * LN2_LO + 2.0 * (s + r))
-}
-
-/// Gumbel(0,1) noise keyed by (seed, position, token): the same key always gives the same noise.
-pub fn keyed_gumbel(seed: u64, position: u64, token: u32) -> f64 {
-    let h = splitmix64(splitmix64(splitmix64(seed) ^ position) ^ token as u64);
-    // 53 random bits → u in (0, 1), never 0 or 1.
-    let u = ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-    -keyed_ln(-keyed_ln(u))
-}
-
-/// The part of `draw` that needs nothing but the row's logits and a key: greedy, or the keyed Gumbel-max over the
-/// whole vocabulary at temperature 1 / inv_t. A device can run it where the logits are (`Backend::draw_rows`).
+/// How `draw` treats a row, with everything it needs besides the row and the position: a device can run it where
+/// the logits are (`Backend::draw_rows`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum KeyedRule {
+    /// The first largest logit.
     Greedy,
+    /// The keyed Gumbel-max over the whole vocabulary at temperature 1 / inv_t.
     Gumbel { inv_t: f64, seed: u64 },
+    /// The keyed Gumbel-max over the top-k ∩ top-p ∩ min-p candidates.
+    Cut(Cut),
+}
+
+/// A cut draw's parameters (`SamplingParams` with the temperature as 1 / inv_t; top_k 0 = no cut).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cut {
+    pub inv_t: f64,
+    pub seed: u64,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub min_p: f32,
 }
 
 /// One draw of `Backend::draw_rows`: row `row` of the logits, by `rule`, at absolute `position`.
@@ -127,22 +91,30 @@ pub struct RowDraw {
 }
 
 impl SamplingParams {
-    /// The keyed rule `draw` applies to a row of `vocab` logits, or None when a top-k, top-p or min-p cut needs
-    /// the whole row on the host.
-    pub fn keyed_rule(&self, vocab: usize) -> Option<KeyedRule> {
+    /// The rule `draw` applies to a row of `vocab` logits.
+    pub fn keyed_rule(&self, vocab: usize) -> KeyedRule {
         if self.temperature == 0.0 || vocab == 1 {
-            return Some(KeyedRule::Greedy);
+            return KeyedRule::Greedy;
         }
-        let no_cut = self.top_k == 0 && self.top_p >= 1.0 && self.min_p <= 0.0;
-        no_cut.then(|| KeyedRule::Gumbel {
-            inv_t: 1.0 / self.temperature as f64,
+        let inv_t = 1.0 / self.temperature.max(f32::MIN_POSITIVE) as f64;
+        if self.top_k == 0 && self.top_p >= 1.0 && self.min_p <= 0.0 {
+            return KeyedRule::Gumbel {
+                inv_t,
+                seed: self.seed,
+            };
+        }
+        KeyedRule::Cut(Cut {
+            inv_t,
             seed: self.seed,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
         })
     }
 }
 
-/// `draw` by a keyed rule: the first largest logit (greedy), or the first largest l·inv_t + keyed noise. NaN
-/// never wins; a row with nothing above −∞ gives token 0.
+/// `draw` by its rule: the first largest logit (greedy), or the first largest l·inv_t + keyed noise over the
+/// whole row or its cut's candidates. NaN never wins; a row with nothing above −∞ gives token 0.
 pub fn draw_keyed(logits: &[f32], rule: KeyedRule, position: u64) -> u32 {
     match rule {
         KeyedRule::Greedy => argmax(logits),
@@ -159,7 +131,31 @@ pub fn draw_keyed(logits: &[f32], rule: KeyedRule, position: u64) -> u32 {
             }
             best.1
         }
+        KeyedRule::Cut(cut) => {
+            let ids = cut_candidates(logits, &cut);
+            gumbel_max(ids.iter().map(|&i| (i, logits[i as usize])), &cut, position)
+        }
     }
+}
+
+/// The keyed Gumbel-max over candidates given best first: the first largest l·inv_t + noise, the first
+/// candidate when none is above −∞.
+pub(crate) fn gumbel_max(
+    mut ranked: impl Iterator<Item = (u32, f32)>,
+    cut: &Cut,
+    position: u64,
+) -> u32 {
+    let Some((first, l)) = ranked.next() else {
+        return 0;
+    };
+    let mut best = (f64::NEG_INFINITY, first);
+    for (id, l) in std::iter::once((first, l)).chain(ranked) {
+        let v = l as f64 * cut.inv_t + keyed_gumbel(cut.seed, position, id);
+        if v > best.0 {
+            best = (v, id);
+        }
+    }
+    best.1
 }
 
 /// `draw_keyed` of each draw's row of `logits` (`[rows, vocab]` row-major): `Backend::draw_rows` on the host.
@@ -178,38 +174,64 @@ pub fn draw_rows_keyed(logits: &[f32], vocab: usize, draws: &[RowDraw]) -> Vec<u
 
 /// Draws the token at absolute `position` from one row of logits with the keyed rule.
 pub fn draw(logits: &[f32], params: &SamplingParams, position: u64) -> u32 {
-    if let Some(rule) = params.keyed_rule(logits.len()) {
-        return draw_keyed(logits, rule, position);
-    }
-    let inv_t = 1.0 / params.temperature as f64;
-    let candidates = candidates(logits, params);
-    let mut best = (f64::NEG_INFINITY, candidates[0]);
-    for &id in &candidates {
-        let v = logits[id as usize] as f64 * inv_t + keyed_gumbel(params.seed, position, id);
-        if v > best.0 {
-            best = (v, id);
-        }
-    }
-    best.1
+    draw_keyed(logits, params.keyed_rule(logits.len()), position)
 }
 
 /// top_k ∩ top_p ∩ min_p of softmax(logits / T), in order of decreasing logit (ties to the lower id).
 /// Always holds at least the most likely token.
 pub fn candidates(logits: &[f32], params: &SamplingParams) -> Vec<u32> {
-    let by_rank = |a: &u32, b: &u32| {
-        let (la, lb) = (logits[*a as usize], logits[*b as usize]);
-        lb.total_cmp(&la).then(a.cmp(b))
+    let cut = Cut {
+        inv_t: 1.0 / params.temperature.max(f32::MIN_POSITIVE) as f64,
+        seed: params.seed,
+        top_k: params.top_k,
+        top_p: params.top_p,
+        min_p: params.min_p,
     };
+    cut_candidates(logits, &cut)
+}
+
+/// Ranks best first: the larger logit, ties to the lower id (a total order on the ids that are not NaN).
+pub(crate) fn by_rank(logits: &[f32], a: u32, b: u32) -> std::cmp::Ordering {
+    let (la, lb) = (logits[a as usize], logits[b as usize]);
+    lb.total_cmp(&la).then(a.cmp(&b))
+}
+
+/// How many of the `n` best ranks top-p and min-p keep (at least one), walking `logit_at(rank)` best first with
+/// probabilities keyed_exp(l·inv_t − max) / total over the whole vocabulary (so they do not depend on the top-k
+/// cut); None when `logit_at` runs out of ranks before the walk ends.
+pub(crate) fn walk_keep(
+    n: usize,
+    mut logit_at: impl FnMut(usize) -> Option<f32>,
+    cut: &Cut,
+    max: f64,
+    total: f64,
+) -> Option<usize> {
+    let mut cumulative = 0.0;
+    for rank in 0..n {
+        let p = keyed_exp(logit_at(rank)? as f64 * cut.inv_t - max) / total;
+        if rank > 0 && (p as f32) < cut.min_p * (1.0 / total) as f32 {
+            return Some(rank);
+        }
+        cumulative += p;
+        if cumulative >= cut.top_p as f64 {
+            return Some(rank + 1);
+        }
+    }
+    Some(n.max(1))
+}
+
+fn cut_candidates(logits: &[f32], cut: &Cut) -> Vec<u32> {
+    let by_rank = |a: &u32, b: &u32| by_rank(logits, *a, *b);
     let mut ids: Vec<u32> = (0..logits.len() as u32)
         .filter(|&i| !logits[i as usize].is_nan())
         .collect();
     if ids.is_empty() {
         return vec![0];
     }
-    let whole = !(params.top_k > 0 && params.top_k < ids.len());
+    let whole = !(cut.top_k > 0 && cut.top_k < ids.len());
     if !whole {
-        ids.select_nth_unstable_by(params.top_k - 1, by_rank);
-        ids.truncate(params.top_k);
+        ids.select_nth_unstable_by(cut.top_k - 1, by_rank);
+        ids.truncate(cut.top_k);
     }
     // The walk below needs ranks only up to the cut: grow a sorted prefix (select the next best ids from the rest,
     // sort just those) rather than sort the whole vocabulary (248,320 ids took 40 ms on the dev machine). by_rank
@@ -241,36 +263,26 @@ pub fn candidates(logits: &[f32], params: &SamplingParams) -> Vec<u32> {
         *sorted = m;
     };
     grow(&mut ids, &mut sorted, 1, false);
-    let inv_t = 1.0 / params.temperature.max(f32::MIN_POSITIVE) as f64;
-    let max = logits[ids[0] as usize] as f64 * inv_t;
-    // Probabilities over the whole vocabulary, so top-p/min-p do not depend on the top-k cut.
-    let total: f64 = logits
-        .iter()
-        .filter(|l| !l.is_nan())
-        .map(|&l| (l as f64 * inv_t - max).exp())
-        .sum();
-    if whole && params.top_p < 1.0 {
+    let max = logits[ids[0] as usize] as f64 * cut.inv_t;
+    let total = keyed_total(logits, cut.inv_t, max);
+    if whole && cut.top_p < 1.0 {
         // Sort at once about as many ranks as the top-p cut will walk (the walk grows the prefix if that falls
         // short, so this only saves work).
-        let need = top_p_ranks(logits, inv_t, max, params.top_p as f64 * total);
+        let need = top_p_ranks(logits, cut.inv_t, max, cut.top_p as f64 * total);
         grow(&mut ids, &mut sorted, need + need / 16 + 64, true);
     }
-    let mut keep = n;
-    let mut cumulative = 0.0;
-    for rank in 0..n {
-        grow(&mut ids, &mut sorted, rank + 1, false);
-        let p = (logits[ids[rank] as usize] as f64 * inv_t - max).exp() / total;
-        if rank > 0 && (p as f32) < params.min_p * (1.0 / total) as f32 {
-            keep = rank;
-            break;
-        }
-        cumulative += p;
-        if cumulative >= params.top_p as f64 {
-            keep = rank + 1;
-            break;
-        }
-    }
-    ids.truncate(keep.max(1));
+    let keep = walk_keep(
+        n,
+        |rank| {
+            grow(&mut ids, &mut sorted, rank + 1, false);
+            Some(logits[ids[rank] as usize])
+        },
+        cut,
+        max,
+        total,
+    )
+    .expect("the host has every rank");
+    ids.truncate(keep);
     ids
 }
 
@@ -331,60 +343,36 @@ mod tests {
     }
 
     #[test]
-    fn keyed_ln_is_within_a_few_ulp_of_the_true_log_over_the_draws_range() {
-        // The draw takes logs of u in (2^-54, 1) and of −ln u in (2^-54, 38).
-        let mut worst = 0.0f64;
-        let mut x = 2f64.powi(-54);
-        while x < 64.0 {
-            for k in 0..97 {
-                let v = x * (1.0 + k as f64 / 97.0);
-                let (got, want) = (keyed_ln(v), v.ln());
-                let ulp = f64::from_bits(want.abs().to_bits() + 1) - want.abs();
-                worst = worst.max((got - want).abs() / ulp);
-            }
-            x *= 1.37;
-        }
-        for v in [
-            1.0 - 2f64.powi(-53),
-            1.0 + 2f64.powi(-52),
-            0.5,
-            2.0,
-            std::f64::consts::SQRT_2,
-        ] {
-            let ulp = f64::from_bits(v.ln().abs().to_bits() + 1) - v.ln().abs();
-            worst = worst.max((keyed_ln(v) - v.ln()).abs() / ulp.max(f64::MIN_POSITIVE));
-        }
-        assert_eq!(keyed_ln(1.0), 0.0);
-        assert!(worst <= 4.0, "keyed_ln is {worst} ulp off");
-    }
-
-    #[test]
-    fn keyed_rules_cover_greedy_and_uncut_sampling_only() {
-        assert_eq!(
-            SamplingParams::greedy().keyed_rule(10),
-            Some(KeyedRule::Greedy)
-        );
-        assert_eq!(sampled(3).keyed_rule(1), Some(KeyedRule::Greedy));
+    fn keyed_rules_are_greedy_gumbel_or_cut_by_the_parameters() {
+        assert_eq!(SamplingParams::greedy().keyed_rule(10), KeyedRule::Greedy);
+        assert_eq!(sampled(3).keyed_rule(1), KeyedRule::Greedy);
         assert_eq!(
             sampled(3).keyed_rule(10),
-            Some(KeyedRule::Gumbel {
+            KeyedRule::Gumbel {
                 inv_t: 1.0 / 0.8f32 as f64,
                 seed: 3
-            })
+            }
         );
         let cut = SamplingParams {
             top_p: 0.9,
             ..sampled(3)
         };
-        assert_eq!(cut.keyed_rule(10), None);
+        assert_eq!(
+            cut.keyed_rule(10),
+            KeyedRule::Cut(Cut {
+                inv_t: 1.0 / 0.8f32 as f64,
+                seed: 3,
+                top_k: 0,
+                top_p: 0.9,
+                min_p: 0.0
+            })
+        );
         let row = [0.5f32, f32::NAN, 2.0, 2.0, -1.0];
         assert_eq!(draw_keyed(&row, KeyedRule::Greedy, 0), 2);
         assert_eq!(draw_keyed(&[f32::NEG_INFINITY; 3], KeyedRule::Greedy, 0), 0);
         let all_nan = [f32::NAN; 4];
-        assert_eq!(
-            draw_keyed(&all_nan, sampled(1).keyed_rule(4).unwrap(), 9),
-            0
-        );
+        assert_eq!(draw_keyed(&all_nan, sampled(1).keyed_rule(4), 9), 0);
+        assert_eq!(draw_keyed(&all_nan, cut.keyed_rule(4), 9), 0);
     }
 
     #[test]
