@@ -3,7 +3,7 @@
 
 pub mod cpu;
 
-use tensorfold_core::sampling::{draw_rows_keyed, RowDraw};
+use tensorfold_core::sampling::{draw_rows_keyed, LogitEdit, RowDraw};
 use tensorfold_core::{Result, StoredMatrix};
 
 /// One row of a round as the ops see it: which slot (index into the state slice passed with the call), its
@@ -184,9 +184,10 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
     /// One token per entry of `draws`, each the token `sampling::draw_keyed` gives for that row of `logits`
-    /// (`[rows, vocab]`): the same bits wherever it runs.
-    fn draw_rows(&self, logits: &Self::Act, draws: &[RowDraw]) -> Vec<u32> {
+    /// (`[rows, vocab]`) with the row's `edits` (penalties) applied first: the same bits wherever it runs. The
+    /// logits themselves stay as they are.
+    fn draw_rows(&self, logits: &Self::Act, draws: &[RowDraw], edits: &[LogitEdit]) -> Vec<u32> {
         let (_, vocab) = self.act_shape(logits);
-        draw_rows_keyed(&self.to_host(logits), vocab, draws)
+        draw_rows_keyed(&self.to_host(logits), vocab, draws, edits)
     }
 }

@@ -293,3 +293,16 @@ extern "C" __global__ void __launch_bounds__(TOP_THREADS)
         o[3] = (u32)(tb >> 32);
     }
 }
+
+// Thread i: edit i of desc (4 words: logit row, token, sub's bits, repetition's bits), sampling::LogitEdit::apply
+// in place: l − sub, then divided by repetition when positive, else multiplied (the penalties). Each edit names a
+// distinct logit.
+extern "C" __global__ void edit_logits(float* __restrict__ x, const u32* __restrict__ desc, int n, int cols) {
+    kernel_entry();
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const u32* q = desc + 4 * (size_t)i;
+    float* p = x + (size_t)q[0] * cols + q[1];
+    const float v = __fsub_rn(*p, __uint_as_float(q[2])), r = __uint_as_float(q[3]);
+    *p = v > 0.0f ? __fdiv_rn(v, r) : __fmul_rn(v, r);
+}

@@ -401,6 +401,7 @@ pub fn kernel_names() -> Vec<String> {
         "draw_partial",
         "draw_finish",
         "row_top",
+        "edit_logits",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -16,7 +16,7 @@ pub mod selftest;
 
 use std::sync::Arc;
 use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
-use tensorfold_core::sampling::RowDraw;
+use tensorfold_core::sampling::{LogitEdit, RowDraw};
 use tensorfold_core::{CoreError, Result, StoredMatrix};
 
 pub use attention::{CudaKv, KvPool, PAGE_ROWS};
@@ -261,7 +261,7 @@ impl Backend for CudaBackend {
     fn draws_on_device(&self) -> bool {
         true
     }
-    fn draw_rows(&self, logits: &CudaAct, draws: &[RowDraw]) -> Vec<u32> {
-        sample::draw_rows(&self.dev, logits, draws)
+    fn draw_rows(&self, logits: &CudaAct, draws: &[RowDraw], edits: &[LogitEdit]) -> Vec<u32> {
+        sample::draw_edited_rows(&self.dev, logits, draws, edits)
     }
 }

@@ -1,12 +1,13 @@
 //! Draws on the device (kernels/sample.cu): a round reads back one token per keyed row (greedy or uncut Gumbel)
 //! and a few thousand bytes per cut row (its best ranks and softmax total, from which the host finishes the
-//! draw), instead of a vocabulary of logits, and the host never loops over the vocabulary.
+//! draw), instead of a vocabulary of logits, and the host never loops over the vocabulary; penalties are applied
+//! to copies of their rows there first.
 
 use crate::device::{Arg, Dev};
-use crate::ops::CudaAct;
+use crate::ops::{self, CudaAct};
 use crate::scratch::Buf;
 use tensorfold_core::sampling::{
-    draw_from_top, draw_keyed, top_count, KeyedRule, RowDraw, RowTop, TOP_MAX,
+    draw_from_top, draw_keyed, top_count, KeyedRule, LogitEdit, RowDraw, RowTop, TOP_MAX,
 };
 
 /// Logits per block of draw_partial (sample.cu DRAW_SPAN) and its threads.
@@ -16,10 +17,76 @@ const DRAW_THREADS: u32 = 256;
 const TOP_THREADS: u32 = 1024;
 const TOP_WORDS: usize = 4 + 2 * TOP_MAX;
 
+/// `draw_rows` with each row's `edits` applied first: the edited rows are copied out (gather_rows) and edited
+/// there by edit_logits, so `logits` stays as it is.
+pub(crate) fn draw_edited_rows(
+    dev: &Dev,
+    logits: &CudaAct,
+    draws: &[RowDraw],
+    edits: &[LogitEdit],
+) -> Vec<u32> {
+    if edits.is_empty() {
+        return draw_rows(dev, logits, draws);
+    }
+    let mut rows: Vec<usize> = edits.iter().map(|e| e.row).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    let copy = ops::select_rows(dev, logits, &rows);
+    let at = |row: usize| rows.binary_search(&row).ok();
+    let desc: Vec<u32> = edits
+        .iter()
+        .flat_map(|e| {
+            assert!(
+                (e.token as usize) < logits.cols,
+                "edit of logit {} of {}",
+                e.token,
+                logits.cols
+            );
+            [
+                at(e.row).expect("listed") as u32,
+                e.token,
+                e.sub.to_bits(),
+                e.repetition.to_bits(),
+            ]
+        })
+        .collect();
+    let desc = dev.upload(&desc);
+    let threads = 256u32;
+    dev.launch(
+        "edit_logits",
+        ((edits.len() as u32).div_ceil(threads), 1, 1),
+        threads,
+        &[
+            Arg::P(dev.ptr(&copy.buf)),
+            Arg::P(dev.ptr(&desc)),
+            Arg::I(edits.len() as i32),
+            Arg::I(logits.cols as i32),
+        ],
+    );
+    let (mut edited, mut plain) = (Vec::new(), Vec::new());
+    for (i, d) in draws.iter().enumerate() {
+        match at(d.row) {
+            Some(r) => edited.push((i, RowDraw { row: r, ..*d })),
+            None => plain.push((i, *d)),
+        }
+    }
+    let mut out = vec![0u32; draws.len()];
+    for (list, from) in [(edited, &copy), (plain, logits)] {
+        let ds: Vec<RowDraw> = list.iter().map(|p| p.1).collect();
+        for ((i, _), t) in list.iter().zip(draw_rows(dev, from, &ds)) {
+            out[*i] = t;
+        }
+    }
+    out
+}
+
 /// The token of each draw: `sampling::draw_keyed` of row `d.row` of `logits`, with the host's bits. Keyed rows
 /// are drawn on the device; a cut row's best ranks come from the device and the host draws from them, or from
 /// the whole row when they end before the cut (or its top_k is above TOP_MAX).
 pub(crate) fn draw_rows(dev: &Dev, logits: &CudaAct, draws: &[RowDraw]) -> Vec<u32> {
+    if draws.is_empty() {
+        return Vec::new();
+    }
     assert!(
         draws.len() <= 65_535,
         "draw_rows: {} draws in one call (at most 65,535)",

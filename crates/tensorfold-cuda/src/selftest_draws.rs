@@ -4,7 +4,9 @@
 use super::{act, Report, Rng};
 use crate::CudaBackend;
 use tensorfold_backend::Backend;
-use tensorfold_core::sampling::{draw_keyed, row_top, Cut, KeyedRule, RowDraw, RowTop, TOP_MAX};
+use tensorfold_core::sampling::{
+    draw_keyed, draw_rows_keyed, row_top, Cut, KeyedRule, LogitEdit, RowDraw, RowTop, TOP_MAX,
+};
 
 /// Keyed draws on the device against `sampling::draw_keyed` on the host, token for token: greedy and Gumbel at
 /// several temperatures, seeds and positions, over a vocabulary that ends inside a span, with a tie for the
@@ -57,7 +59,7 @@ pub(super) fn check_draws(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
         .collect();
     rep.same_ids(
         &format!("keyed draws on the device vs the host, {rows} rows of {vocab}"),
-        &gpu.draw_rows(&logits, &draws),
+        &gpu.draw_rows(&logits, &draws, &[]),
         &want,
     );
 }
@@ -159,20 +161,63 @@ pub(super) fn check_cut_draws(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng
                 });
             }
         }
+        draws.push(RowDraw {
+            row,
+            rule: KeyedRule::Greedy,
+            position: 0,
+        });
+        draws.push(RowDraw {
+            row,
+            rule: KeyedRule::Gumbel {
+                inv_t: 1.0,
+                seed: rng.next(),
+            },
+            position: 9,
+        });
     }
-    let want: Vec<u32> = draws
-        .iter()
-        .map(|d| {
-            draw_keyed(
-                &data[d.row * vocab..(d.row + 1) * vocab],
-                d.rule,
-                d.position,
-            )
-        })
-        .collect();
+    let host = |edits: &[LogitEdit]| draw_rows_keyed(&data, vocab, &draws, edits);
     rep.same_ids(
         &format!("cut draws (device ranks, host walk) vs the host, {rows} rows of {vocab}"),
-        &gpu.draw_rows(&logits, &draws),
+        &gpu.draw_rows(&logits, &draws, &[]),
+        &host(&[]),
+    );
+    // Penalties as edits: the best ranks of row 0 lowered, a spread of row 2's tokens shrunk, row 6's best moved.
+    let mut edits = Vec::new();
+    for &(token, _) in &row_top(&data[..vocab], 1.0, 10).ranked {
+        edits.push(LogitEdit {
+            row: 0,
+            token,
+            sub: 1.5,
+            repetition: 1.3,
+        });
+    }
+    for token in (0..400).step_by(7) {
+        edits.push(LogitEdit {
+            row: 2,
+            token,
+            sub: 0.0,
+            repetition: 2.0,
+        });
+    }
+    edits.push(LogitEdit {
+        row: 6,
+        token: 25_000,
+        sub: 0.5,
+        repetition: 1.5,
+    });
+    let want = host(&edits);
+    let moved = want
+        .iter()
+        .zip(host(&[]))
+        .filter(|(a, b)| **a != *b)
+        .count();
+    rep.same_ids(
+        &format!(
+            "penalised draws (edits on copies of 3 rows; {moved} tokens moved by them) vs the host"
+        ),
+        &gpu.draw_rows(&logits, &draws, &edits),
         &want,
     );
+    // The logits themselves stay as they were.
+    rep.same("logits after penalised draws", &gpu.to_host(&logits), &data);
 }

@@ -27,7 +27,7 @@ impl CaseResult {
     }
 }
 
-/// Deterministic request mix: prompts of mixed lengths, greedy and seeded sampled, one with penalties.
+/// Deterministic request mix: prompts of mixed lengths, greedy and seeded sampled, two with penalties.
 pub fn suite_requests(vocab_limit: u32, max_tokens: usize) -> Vec<Request> {
     let lens = [3usize, 17, 40, 9, 70, 5, 28, 12];
     lens.iter()
@@ -58,6 +58,15 @@ pub fn suite_requests(vocab_limit: u32, max_tokens: usize) -> Vec<Request> {
                     presence: 0.4,
                     frequency: 0.2,
                     repetition: 1.15,
+                };
+            }
+            if i == 4 {
+                // Greedy under strong penalties: a row's draw depends on every token before it, drafted ones
+                // included, so a draft row that missed one of its path's tokens would draw differently.
+                r.penalties = Penalties {
+                    presence: 1.5,
+                    frequency: 0.5,
+                    repetition: 1.3,
                 };
             }
             r

@@ -1,9 +1,10 @@
 //! One stream decoded alone: chunked prefill of the prompt, then one row per token from the slot's state, each
 //! token drawn with the keyed rule at its absolute position.
 
+use crate::penalties::penalty_edits;
 use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
-use tensorfold_core::sampling::{draw, RowDraw, SamplingParams};
+use tensorfold_core::sampling::{RowDraw, SamplingParams};
 use tensorfold_core::{CoreError, Result};
 use tensorfold_model::{Logits, Qwen35};
 
@@ -75,28 +76,21 @@ pub fn generate<B: Backend>(
             last = Some(logits);
         }
     }
-    // Without penalties a token needs only its row's logits and its key: the backend draws it where the logits
-    // are (a GPU reads back the token, not the row).
-    let keyed = if req.penalties.is_off() {
-        Some(req.sampling.keyed_rule(vocab))
-    } else {
-        None
-    };
+    // A token needs only its row's logits, its key and the penalties' edits: the backend draws it where the
+    // logits are (a GPU reads back the token, not the row).
+    let rule = req.sampling.keyed_rule(vocab);
     // The token at position `pos` from the last row of `logits`, given the completion so far.
     let next = |logits: &Logits<'_, B>, pos: usize, tokens: &[u32]| {
         let row = logits.rows() - 1;
-        match keyed {
-            Some(rule) => logits.draws(&[RowDraw {
+        let edits = penalty_edits(row, &req.penalties, &req.prompt, tokens, vocab);
+        logits.draws(
+            &[RowDraw {
                 row,
                 rule,
                 position: pos as u64,
-            }])[0],
-            None => {
-                let mut host = logits.row(row);
-                crate::penalties::apply_penalties(&mut host, &req.penalties, &req.prompt, tokens);
-                draw(&host, &req.sampling, pos as u64)
-            }
-        }
+            }],
+            &edits,
+        )[0]
     };
     let mut tokens = Vec::new();
     let mut finish = FinishReason::Length;

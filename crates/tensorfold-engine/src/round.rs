@@ -5,7 +5,7 @@
 use crate::api::{Event, FinishReason, Request, TokenLogprob, Usage};
 use crate::drafters::mtp::{absorb_and_draft, Absorb};
 use crate::drafters::{DraftTree, Drafter};
-use crate::penalties::apply_penalties;
+use crate::penalties::{apply_penalties, penalty_edits};
 use crate::plan::{cap_trees, Drafting, Planner};
 use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
@@ -226,22 +226,33 @@ pub(crate) fn run_round<B: Backend>(
     let on_device = model.backend.draws_on_device();
     let mut outs: Vec<Option<RowOut>> = (0..rows.len()).map(|_| None).collect();
     if on_device {
-        let mut draws = Vec::new();
-        let mut at = Vec::new();
+        let (mut draws, mut edits, mut at) = (Vec::new(), Vec::new(), Vec::new());
         for (r, &l) in logit_at.iter().enumerate() {
-            if let Some(rule) = (l != usize::MAX)
-                .then(|| keyed_rule(&live[rows[r].slot].req, vocab))
+            let st = &live[rows[r].slot];
+            let Some(rule) = (l != usize::MAX)
+                .then(|| keyed_rule(&st.req, vocab))
                 .flatten()
-            {
-                draws.push(RowDraw {
-                    row: l,
-                    rule,
-                    position: rows[r].pos as u64 + 1,
-                });
-                at.push(r);
+            else {
+                continue;
+            };
+            if !st.req.penalties.is_off() {
+                let seen = row_completion(st, &rows, &tokens, &parts[rows[r].slot], r);
+                edits.extend(penalty_edits(
+                    l,
+                    &st.req.penalties,
+                    &st.req.prompt,
+                    &seen,
+                    vocab,
+                ));
             }
+            draws.push(RowDraw {
+                row: l,
+                rule,
+                position: rows[r].pos as u64 + 1,
+            });
+            at.push(r);
         }
-        for (r, t) in at.into_iter().zip(logits.draws(&draws)) {
+        for (r, t) in at.into_iter().zip(logits.draws(&draws, &edits)) {
             outs[r] = Some(RowOut::Drawn(t));
         }
         // The rows the host draws from are read now, so the round's time covers the device's work.
@@ -448,13 +459,35 @@ enum RowOut {
     Logits(Vec<f32>),
 }
 
-/// The keyed rule a request's rows can be drawn by without the host seeing the logits: none when penalties
-/// change the row first or logprobs are wanted from it.
+/// The keyed rule a request's rows can be drawn by without the host seeing the logits (penalties go with the
+/// draw as edits): none when logprobs are wanted from them.
 pub(crate) fn keyed_rule(req: &Request, vocab: usize) -> Option<KeyedRule> {
-    if !req.penalties.is_off() || req.logprobs.is_some() {
+    if req.logprobs.is_some() {
         return None;
     }
     Some(req.sampling.keyed_rule(vocab))
+}
+
+/// The completion row `r`'s draw sees, as the walk will have it on reaching that row: the stream's tokens so far,
+/// then the drafted tokens on the row's path (a window row's ancestors below the window's first row, and itself).
+fn row_completion<B: Backend>(
+    st: &Stream<B>,
+    rows: &[RowRef],
+    tokens: &[u32],
+    part: &Part,
+    r: usize,
+) -> Vec<u32> {
+    let mut path = Vec::new();
+    if let Part::Window { first, .. } = *part {
+        let mut x = r;
+        while x != first {
+            path.push(tokens[x]);
+            x = rows[x].parent.unwrap_or(first);
+        }
+    }
+    let mut seen = st.generated().to_vec();
+    seen.extend(path.iter().rev());
+    seen
 }
 
 /// Depth of each draft node below the pending row (children of the pending row have depth 0).

@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 use tensorfold_backend::Backend;
-use tensorfold_core::sampling::{draw_rows_keyed, RowDraw};
+use tensorfold_core::sampling::{draw_rows_keyed, LogitEdit, RowDraw};
 
 pub struct Logits<'a, B: Backend> {
     backend: &'a B,
@@ -58,16 +58,25 @@ impl<'a, B: Backend> Logits<'a, B> {
         self.host.into_inner().unwrap_or_default()
     }
 
-    /// The keyed draws of `draws` (`sampling::draw_keyed` on each named row), run by the backend. With
-    /// TENSORFOLD_HOST_DRAWS=1 the rows are read to the host and drawn there instead (the same tokens; for
-    /// measuring what drawing on the device saves).
-    pub fn draws(&self, draws: &[RowDraw]) -> Vec<u32> {
+    /// The keyed draws of `draws` (`sampling::draw_keyed` on each named row, with that row's `edits` applied
+    /// first), run by the backend. With TENSORFOLD_HOST_DRAWS=1 the rows are read to the host and drawn there
+    /// instead (the same tokens; for measuring what drawing on the device saves).
+    pub fn draws(&self, draws: &[RowDraw], edits: &[LogitEdit]) -> Vec<u32> {
         if let Some(bad) = draws.iter().find(|d| d.row >= self.rows) {
             panic!("draw of logit row {} of {}", bad.row, self.rows);
         }
+        if let Some(bad) = edits
+            .iter()
+            .find(|e| e.row >= self.rows || e.token as usize >= self.vocab)
+        {
+            panic!(
+                "edit of logit {} of row {} ({} rows of {})",
+                bad.token, bad.row, self.rows, self.vocab
+            );
+        }
         match &self.act {
-            Some(a) if !host_draws() => self.backend.draw_rows(a, draws),
-            _ => draw_rows_keyed(self.host(), self.vocab, draws),
+            Some(a) if !host_draws() => self.backend.draw_rows(a, draws, edits),
+            _ => draw_rows_keyed(self.host(), self.vocab, draws, edits),
         }
     }
 }

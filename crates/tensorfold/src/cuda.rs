@@ -289,7 +289,7 @@ pub fn bench(
                 &mut [&mut slot],
                 &[0],
             )?
-            .draws(&greedy_draws(1, 65 + step));
+            .draws(&greedy_draws(1, 65 + step), &[]);
         }
         if let Some(r) = be.profile_report() {
             println!("profile of 8 decode rounds:\n{r}");
@@ -331,7 +331,7 @@ pub fn bench(
             let (logits, _) = m.forward_round(&rows, &toks, &mut [&mut slot], &all, &[])?;
             // The forward returns once its launches are queued (the logits stay on the device).
             enqueue.push(s.elapsed().as_secs_f64());
-            logits.draws(&greedy_draws(r, 64));
+            logits.draws(&greedy_draws(r, 64), &[]);
             times.push(s.elapsed().as_secs_f64());
         }
         let t = median(times);
@@ -365,7 +365,7 @@ pub fn bench(
             let all: Vec<usize> = (0..n).collect();
             let mut refs: Vec<&mut SlotState<CudaBackend>> = slots.iter_mut().collect();
             let logits = m.forward_chains_round(&rows, &toks, &mut refs, &all)?;
-            toks = logits.draws(&greedy_draws(n, 33 + step));
+            toks = logits.draws(&greedy_draws(n, 33 + step), &[]);
         }
         let t = s.elapsed().as_secs_f64();
         println!(
@@ -402,7 +402,7 @@ pub fn bench(
                 &mut [&mut slot],
                 &[0],
             )?
-            .draws(&greedy_draws(1, len + step + 1));
+            .draws(&greedy_draws(1, len + step + 1), &[]);
         }
         let t = s.elapsed().as_secs_f64();
         println!(

@@ -9,7 +9,7 @@ pub mod pages;
 use crate::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
 use rayon::prelude::*;
 use tensorfold_core::sampling::{
-    draw_from_top, draw_keyed, draw_rows_keyed, row_top, top_count, KeyedRule, RowDraw,
+    draw_from_top, draw_keyed, draw_rows_keyed, row_top, top_count, KeyedRule, LogitEdit, RowDraw,
 };
 use tensorfold_core::{CoreError, Result, StoredMatrix};
 
@@ -253,22 +253,27 @@ impl Backend for CpuBackend {
     fn rows_to_host(&self, x: &CpuAct, first: usize, n: usize) -> Vec<f32> {
         x.data[first * x.cols..(first + n) * x.cols].to_vec()
     }
-    fn draw_rows(&self, logits: &CpuAct, draws: &[RowDraw]) -> Vec<u32> {
+    fn draw_rows(&self, logits: &CpuAct, draws: &[RowDraw], edits: &[LogitEdit]) -> Vec<u32> {
         if !self.eager_draws {
-            return draw_rows_keyed(&logits.data, logits.cols, draws);
+            return draw_rows_keyed(&logits.data, logits.cols, draws, edits);
         }
-        // As a GPU draws a cut row: from its best ranks and total (`row_top`), the whole row only when they end
-        // before the cut does.
+        // As a GPU draws: each row with its edits applied to a copy, and a cut row from its best ranks and total
+        // (`row_top`), the whole row only when they end before the cut does.
         draws
             .iter()
             .map(|d| {
-                let row = logits.row(d.row);
+                let mut row = std::borrow::Cow::Borrowed(logits.row(d.row));
+                for e in edits.iter().filter(|e| e.row == d.row) {
+                    let l = &mut row.to_mut()[e.token as usize];
+                    *l = e.apply(*l);
+                }
                 let from_top = match d.rule {
-                    KeyedRule::Cut(cut) => top_count(&cut)
-                        .and_then(|c| draw_from_top(&row_top(row, cut.inv_t, c), &cut, d.position)),
+                    KeyedRule::Cut(cut) => top_count(&cut).and_then(|c| {
+                        draw_from_top(&row_top(&row, cut.inv_t, c), &cut, d.position)
+                    }),
                     _ => None,
                 };
-                from_top.unwrap_or_else(|| draw_keyed(row, d.rule, d.position))
+                from_top.unwrap_or_else(|| draw_keyed(&row, d.rule, d.position))
             })
             .collect()
     }

@@ -1,9 +1,11 @@
 //! Keyed sampling (DESIGN.md §1): the token at absolute position p depends only on the logits of that row, the
 //! request's parameters and hash(seed, p, token id) — never on batch, draft or timing — plus token_sha.
 
+mod edit;
 mod keyed;
 mod top;
 
+pub use edit::{draw_rows_keyed, LogitEdit};
 pub use keyed::{keyed_exp, keyed_gumbel, keyed_ln, keyed_total, TOTAL_LANES};
 pub use top::{draw_from_top, row_top, top_count, RowTop, TOP_MAX};
 
@@ -156,20 +158,6 @@ pub(crate) fn gumbel_max(
         }
     }
     best.1
-}
-
-/// `draw_keyed` of each draw's row of `logits` (`[rows, vocab]` row-major): `Backend::draw_rows` on the host.
-pub fn draw_rows_keyed(logits: &[f32], vocab: usize, draws: &[RowDraw]) -> Vec<u32> {
-    draws
-        .iter()
-        .map(|d| {
-            draw_keyed(
-                &logits[d.row * vocab..(d.row + 1) * vocab],
-                d.rule,
-                d.position,
-            )
-        })
-        .collect()
 }
 
 /// Draws the token at absolute `position` from one row of logits with the keyed rule.
