@@ -2,7 +2,8 @@
 # gpu_cut.sh FINAL BUDGET_S NEW: call 37. Every check with NEW (backend-ops now compares row_top, a cut draw's best
 # ranks and softmax total, bit for bit with the host's, and cut draws token for token); then NEW's quick runs with
 # draws on the device against TENSORFOLD_HOST_DRAWS=1 (the logits read back, as every cut draw did before), in
-# turn, on the 27B and 9B MLX 4-bit shapes: greedy, temperature 0.8, and temperature 0.7 with top-k 20, top-p 0.8.
+# turn, on the 27B and 9B MLX 4-bit shapes: greedy, temperature 0.8, temperature 0.7 with top-k 20, top-p 0.8, and
+# that with presence and repetition penalties.
 FINAL=${1:?out dir}; BUDGET=${2:-400}; NEW=${3:?new binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"

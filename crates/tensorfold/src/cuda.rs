@@ -278,6 +278,20 @@ pub fn bench(
         "| decode, 1 stream, temperature 0.7 top-k 20 top-p 0.8 | {best:.1} tok/s | token_sha {} |",
         shas.join(" ")
     );
+    // The same under penalties (presence 1.5, repetition 1.1): applied to a copy of the row on the device.
+    let penalised = GenerateRequest {
+        penalties: tensorfold_engine::Penalties {
+            presence: 1.5,
+            frequency: 0.0,
+            repetition: 1.1,
+        },
+        ..cut.clone()
+    };
+    let (best, shas) = best_decode(&m, &penalised, repeat)?;
+    println!(
+        "| decode, 1 stream, the same with presence 1.5, repetition 1.1 | {best:.1} tok/s | token_sha {} |",
+        shas.join(" ")
+    );
     if be.profile_report().is_some() {
         // Where one-stream decode time goes (TENSORFOLD_CUDA_PROFILE=1): 8 tokens after the prompt.
         let mut slot = prefill(&m, &ids(vocab, 64, 3), 64)?;
