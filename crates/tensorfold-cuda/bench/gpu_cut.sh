@@ -8,7 +8,7 @@ FINAL=${1:?out dir}; BUDGET=${2:-400}; NEW=${3:?new binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
 all_checks "$NEW"
-grep -hE "row_top|cut draws|keyed draws" "$OUT"/check-ops.log
+grep -hE "row_top|cut draws|keyed draws|penalised" "$OUT"/check-ops.log
 step synth-27b-mlx4 60 "$NEW" synth --shape 27b --format mlx4 --out /tmp/s27m4
 for i in 1 2; do
   quick 27b-device-$i /tmp/s27m4 "$NEW"
