@@ -56,8 +56,6 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 // Fibers switch only at barriers and shuffles, so a plain read-modify-write is atomic here.
 inline unsigned atomicAdd(unsigned* p, unsigned v) { const unsigned o = *p; *p = o + v; return o; }
-inline int __popc(unsigned v) { return __builtin_popcount(v); }
-inline int __ffs(int v) { return __builtin_ffs(v); }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     const unsigned long long v = (unsigned long long)x | ((unsigned long long)y << 32);
     unsigned r = 0;
@@ -69,12 +67,6 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 // gathers its operands with real shuffles, so the fragment layouts are exercised as on the GPU.
 #define TF_EMU 1
 inline unsigned emu_shfl_u32(unsigned v, int src) { return __float_as_uint(emu_shfl(__uint_as_float(v), src)); }
-// The lanes whose v equals this lane's (every lane of the warp must call it, as on the GPU).
-inline unsigned __match_any_sync(unsigned, unsigned v) {
-    unsigned m = 0;
-    for (int s = 0; s < 32; ++s) m |= (emu_shfl_u32(v, s) == v ? 1u : 0u) << s;
-    return m;
-}
 inline float emu_bf16_lo(unsigned v) { return __uint_as_float(v << 16); }
 inline float emu_bf16_hi(unsigned v) { return __uint_as_float(v & 0xffff0000u); }
 inline unsigned emu_bf16x2_sub128(unsigned v) {

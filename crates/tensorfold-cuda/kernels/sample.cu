@@ -164,19 +164,26 @@ __device__ __forceinline__ float key_logit(u32 k) {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-#define TOP_SPLIT 8  // blocks per row of row_top_max and row_top_lanes
-
-// Block (s, d): the best key and the count of logits that are not NaN among ids [s·span, (s + 1)·span) of item d's
-// row (desc: 3 words an item: logit row, inv_t's bits, count) to part[(d·TOP_SPLIT + s)·2 ..].
+// Block d: item d of desc (3 words: logit row, inv_t's bits, count) to out[d · TOP_WORDS ..]: the number of ranks
+// c = min(count, valid), valid, keyed_total's two halves, then c ids and c logits' bits of the c best ranks in no
+// order (the host sorts them). The c-th best key is found 8 bits at a time (a radix select); ties at it go to the
+// lowest ids, as in the host's rank order.
 extern "C" __global__ void __launch_bounds__(TOP_THREADS)
-    row_top_max(const float* __restrict__ logits, const u64* __restrict__ desc, int vocab, u32* __restrict__ part) {
+    row_top(const float* __restrict__ logits, const u64* __restrict__ desc, int vocab, u32* __restrict__ out) {
     kernel_entry();
+    __shared__ double lanes[TOP_THREADS];
     __shared__ u32 ua[TOP_THREADS], ub[TOP_THREADS];
-    const int s = blockIdx.x, d = blockIdx.y, tid = threadIdx.x;
-    const float* row = logits + (size_t)desc[3 * (size_t)d] * vocab;
-    const int span = (vocab + TOP_SPLIT - 1) / TOP_SPLIT, end = min(vocab, (s + 1) * span);
+    __shared__ u32 hist[256];
+    __shared__ u32 s_prefix, s_remaining, s_eq, s_pos;
+    const int d = blockIdx.x, tid = threadIdx.x;
+    const u64* q = desc + 3 * (size_t)d;
+    const float* row = logits + (size_t)q[0] * vocab;
+    const double inv_t = d_from_bits(q[1]);
+    const u32 count = (u32)q[2];
+    u32* o = out + (size_t)d * TOP_WORDS;
+    // The best key and how many logits are not NaN.
     u32 best = 0, valid = 0;
-    for (int i = s * span + tid; i < end; i += TOP_THREADS) {
+    for (int i = tid; i < vocab; i += TOP_THREADS) {
         const float l = row[i];
         if (l != l) continue;
         best = max(best, rank_key(l));
@@ -192,92 +199,36 @@ extern "C" __global__ void __launch_bounds__(TOP_THREADS)
         }
         __syncthreads();
     }
-    if (tid == 0) {
-        part[((size_t)d * TOP_SPLIT + s) * 2] = ua[0];
-        part[((size_t)d * TOP_SPLIT + s) * 2 + 1] = ub[0];
-    }
-}
-
-// The row's best key and valid count from its TOP_SPLIT parts.
-__device__ __forceinline__ void top_best(const u32* __restrict__ part, int d, u32& best, u32& valid) {
-    best = 0;
-    valid = 0;
-    for (int s = 0; s < TOP_SPLIT; ++s) {
-        best = max(best, part[((size_t)d * TOP_SPLIT + s) * 2]);
-        valid += part[((size_t)d * TOP_SPLIT + s) * 2 + 1];
-    }
-}
-
-// Block (s, d), thread t: lane r = s·(TOP_THREADS / TOP_SPLIT) + t of item d's keyed_total, the ids ≡ r (mod 1024)
-// added in increasing order, to lanes[d·1024 + r]. The lanes are independent sums, so any block may run any lane.
-extern "C" __global__ void __launch_bounds__(TOP_THREADS / TOP_SPLIT)
-    row_top_lanes(const float* __restrict__ logits, const u64* __restrict__ desc, int vocab,
-                  const u32* __restrict__ part, double* __restrict__ lanes) {
-    kernel_entry();
-    const int d = blockIdx.y, r = blockIdx.x * (TOP_THREADS / TOP_SPLIT) + threadIdx.x;
-    const float* row = logits + (size_t)desc[3 * (size_t)d] * vocab;
-    const double inv_t = d_from_bits(desc[3 * (size_t)d + 1]);
-    u32 best, valid;
-    top_best(part, d, best, valid);
-    double s = 0.0;
-    if (valid > 0) {
-        const double maxv = __dmul_rn((double)key_logit(best), inv_t);
-        for (int i = r; i < vocab; i += TOP_THREADS) {
-            const float l = row[i];
-            if (l == l) s = __dadd_rn(s, keyed_exp(__dsub_rn(__dmul_rn((double)l, inv_t), maxv)));
-        }
-    }
-    lanes[(size_t)d * TOP_THREADS + r] = s;
-}
-
-// Block d: item d's answer to out[d · TOP_WORDS ..]: the number of ranks c = min(count, valid), valid, keyed_total's
-// two halves (its lanes added pairwise), then c ids and c logits' bits of the c best ranks in no order (the host
-// sorts them). The c-th best key is found 8 bits at a time (a radix select; each warp adds its lanes' counts once per
-// bin they share, so a crowded bin costs one atomic a warp); ties at it go to the lowest ids, as in the host's rank
-// order.
-extern "C" __global__ void __launch_bounds__(TOP_THREADS)
-    row_top(const float* __restrict__ logits, const u64* __restrict__ desc, int vocab, const u32* __restrict__ part,
-            const double* __restrict__ lanes_in, u32* __restrict__ out) {
-    kernel_entry();
-    __shared__ double lanes[TOP_THREADS];
-    __shared__ u32 ua[TOP_THREADS];
-    __shared__ u32 hist[256];
-    __shared__ u32 s_prefix, s_remaining, s_eq, s_pos;
-    const int d = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
-    const float* row = logits + (size_t)desc[3 * (size_t)d] * vocab;
-    const u32 count = (u32)desc[3 * (size_t)d + 2];
-    u32* o = out + (size_t)d * TOP_WORDS;
-    u32 best, valid;
-    top_best(part, d, best, valid);
+    best = ua[0];
+    valid = ub[0];
     if (valid == 0) {
         if (tid < 4) o[tid] = 0;
         return;
     }
-    lanes[tid] = lanes_in[(size_t)d * TOP_THREADS + tid];
+    // keyed_total: lane tid adds the ids ≡ tid (mod 1024) in increasing order, then the lanes pairwise.
+    const double maxv = __dmul_rn((double)key_logit(best), inv_t);
+    double s = 0.0;
+    for (int i = tid; i < vocab; i += TOP_THREADS) {
+        const float l = row[i];
+        if (l == l) s = __dadd_rn(s, keyed_exp(__dsub_rn(__dmul_rn((double)l, inv_t), maxv)));
+    }
+    lanes[tid] = s;
     __syncthreads();
     for (int h = TOP_THREADS / 2; h > 0; h >>= 1) {
         if (tid < h) lanes[tid] = __dadd_rn(lanes[tid], lanes[tid + h]);
         __syncthreads();
     }
-    // The c-th best key T, and how many of the keys equal to T the c best take. Every thread runs the same number
-    // of iterations (the warp-wide match needs all 32 lanes).
+    // The c-th best key T, and how many of the keys equal to T the c best take.
     const u32 c = min(count, valid);
     u32 prefix = 0, mask = 0, remaining = c;
     for (int shift = 24; shift >= 0; shift -= 8) {
         if (tid < 256) hist[tid] = 0;
         __syncthreads();
-        for (int base = 0; base < vocab; base += TOP_THREADS) {
-            const int i = base + tid;
-            u32 bin = 256;  // none
-            if (i < vocab) {
-                const float l = row[i];
-                if (l == l) {
-                    const u32 k = rank_key(l);
-                    if ((k & mask) == prefix) bin = (k >> shift) & 255u;
-                }
-            }
-            const u32 same = __match_any_sync(FULL_MASK, bin);
-            if (bin < 256 && lane == __ffs(same) - 1) atomicAdd(&hist[bin], (u32)__popc(same));
+        for (int i = tid; i < vocab; i += TOP_THREADS) {
+            const float l = row[i];
+            if (l != l) continue;
+            const u32 k = rank_key(l);
+            if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255u], 1u);
         }
         __syncthreads();
         if (tid == 0) {

@@ -400,8 +400,6 @@ pub fn kernel_names() -> Vec<String> {
         "add_rms_norm",
         "draw_partial",
         "draw_finish",
-        "row_top_max",
-        "row_top_lanes",
         "row_top",
         "edit_logits",
     ]

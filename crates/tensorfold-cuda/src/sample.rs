@@ -13,10 +13,8 @@ use tensorfold_core::sampling::{
 /// Logits per block of draw_partial (sample.cu DRAW_SPAN) and its threads.
 const DRAW_SPAN: usize = 8192;
 const DRAW_THREADS: u32 = 256;
-/// row_top's threads (sample.cu TOP_THREADS), the blocks a row of row_top_max and row_top_lanes (TOP_SPLIT), and
-/// the words of one answer (TOP_WORDS).
+/// row_top's threads (sample.cu TOP_THREADS) and the words of one answer (TOP_WORDS).
 const TOP_THREADS: u32 = 1024;
-const TOP_SPLIT: u32 = 8;
 const TOP_WORDS: usize = 4 + 2 * TOP_MAX;
 
 /// `draw_rows` with each row's `edits` applied first: the edited rows are copied out (gather_rows) and edited
@@ -187,8 +185,7 @@ fn launch_keyed<'a>(
     Some(out)
 }
 
-/// Queues row_top_max, row_top_lanes and row_top for each (row, inv_t, count); the answers, TOP_WORDS words each,
-/// are in the buffer returned.
+/// Queues row_top for each (row, inv_t, count); the answers, TOP_WORDS words each, are in the buffer returned.
 fn launch_tops(dev: &Dev, logits: &CudaAct, asks: &[(usize, f64, usize)]) -> Option<Buf<u32>> {
     if asks.is_empty() {
         return None;
@@ -197,44 +194,16 @@ fn launch_tops(dev: &Dev, logits: &CudaAct, asks: &[(usize, f64, usize)]) -> Opt
         .iter()
         .flat_map(|&(row, inv_t, count)| [row as u64, inv_t.to_bits(), count.min(TOP_MAX) as u64])
         .collect();
-    let n = asks.len() as u32;
     let desc = dev.upload(&desc);
-    let part = dev.scratch::<u32>(asks.len() * TOP_SPLIT as usize * 2);
-    let lanes = dev.scratch::<f64>(asks.len() * TOP_THREADS as usize);
     let out = dev.scratch::<u32>(asks.len() * TOP_WORDS);
-    let (l, d, v) = (
-        dev.ptr(&logits.buf),
-        dev.ptr(&desc),
-        Arg::I(logits.cols as i32),
-    );
-    dev.launch(
-        "row_top_max",
-        (TOP_SPLIT, n, 1),
-        TOP_THREADS,
-        &[Arg::P(l), Arg::P(d), v, Arg::P(dev.ptr(&part))],
-    );
-    dev.launch(
-        "row_top_lanes",
-        (TOP_SPLIT, n, 1),
-        TOP_THREADS / TOP_SPLIT,
-        &[
-            Arg::P(l),
-            Arg::P(d),
-            v,
-            Arg::P(dev.ptr(&part)),
-            Arg::P(dev.ptr(&lanes)),
-        ],
-    );
     dev.launch(
         "row_top",
-        (n, 1, 1),
+        (asks.len() as u32, 1, 1),
         TOP_THREADS,
         &[
-            Arg::P(l),
-            Arg::P(d),
-            v,
-            Arg::P(dev.ptr(&part)),
-            Arg::P(dev.ptr(&lanes)),
+            Arg::P(dev.ptr(&logits.buf)),
+            Arg::P(dev.ptr(&desc)),
+            Arg::I(logits.cols as i32),
             Arg::P(dev.ptr(&out)),
         ],
     );
