@@ -308,6 +308,31 @@ pub fn bench(
         if let Some(r) = be.profile_report() {
             println!("profile of 8 decode rounds:\n{r}");
         }
+        // And of draws alone from one round's logits: 8 cut (top-k 20, top-p 0.8) and 8 penalised ones.
+        let logits =
+            m.forward_chains_round(&[RowRef::chain(0, 72, 0, 0)], &[7], &mut [&mut slot], &[0])?;
+        let rule = cut.sampling.keyed_rule(vocab);
+        let edits = tensorfold_engine::penalties::penalty_edits(
+            0,
+            &penalised.penalties,
+            &ids(vocab, 64, 3),
+            &[5, 6, 7],
+            vocab,
+        );
+        be.synchronize();
+        be.profile_reset();
+        for step in 0..8 {
+            let d = [RowDraw {
+                row: 0,
+                rule,
+                position: 73 + step,
+            }];
+            logits.draws(&d, &[]);
+            logits.draws(&d, &edits);
+        }
+        if let Some(r) = be.profile_report() {
+            println!("profile of 8 cut draws and 8 penalised ones:\n{r}");
+        }
         // And of a drafted window's round: 16 rows of one stream (forward only, as timed below).
         be.profile_reset();
         let rows: Vec<RowRef> = (0..16).map(|i| RowRef::chain(0, 72, 0, i)).collect();
