@@ -337,6 +337,25 @@ impl Dev {
         );
     }
 
+    /// Copies `n` elements device to device, from `src[from..]` to `dst[to..]`.
+    pub fn copy_at<T: DeviceRepr>(
+        &self,
+        src: &CudaSlice<T>,
+        from: usize,
+        dst: &mut CudaSlice<T>,
+        to: usize,
+        n: usize,
+    ) {
+        if n == 0 {
+            return;
+        }
+        ok(
+            self.stream
+                .memcpy_dtod(&src.slice(from..from + n), &mut dst.slice_mut(to..to + n)),
+            "copy",
+        );
+    }
+
     pub fn sync(&self) {
         ok(self.stream.synchronize(), "synchronize");
     }

@@ -309,8 +309,9 @@ pub fn bench(
             println!("profile of 8 decode rounds:\n{r}");
         }
         // And of draws alone from one round's logits: 8 cut (top-k 20, top-p 0.8) and 8 penalised ones.
+        let mut other = prefill(&m, &ids(vocab, 64, 3), 64)?;
         let logits =
-            m.forward_chains_round(&[RowRef::chain(0, 72, 0, 0)], &[7], &mut [&mut slot], &[0])?;
+            m.forward_chains_round(&[RowRef::chain(0, 64, 0, 0)], &[7], &mut [&mut other], &[0])?;
         let rule = cut.sampling.keyed_rule(vocab);
         let edits = tensorfold_engine::penalties::penalty_edits(
             0,
