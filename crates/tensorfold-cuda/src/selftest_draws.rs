@@ -9,23 +9,11 @@ use tensorfold_core::sampling::{
 };
 
 /// Keyed draws on the device against `sampling::draw_keyed` on the host, token for token: greedy and Gumbel at
-/// several temperatures, seeds and positions, over a vocabulary that ends inside a span, with a tie for the
-/// maximum, NaN and −∞ scattered, a row of −∞ only and a flat row (where the noise alone decides).
+/// several temperatures, seeds and positions, over a vocabulary that ends inside a span, on `special_rows`.
 pub(super) fn check_draws(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     let vocab = 3 * 8192 + 1234;
-    let rows = 5;
-    let mut data = rng.vec(rows * vocab, 4.0);
-    data[vocab + 17] = 9.0;
-    data[vocab + 20_000] = 9.0;
-    for i in (0..vocab).step_by(97) {
-        data[2 * vocab + i] = if i % 2 == 0 {
-            f32::NAN
-        } else {
-            f32::NEG_INFINITY
-        };
-    }
-    data[3 * vocab..4 * vocab].fill(f32::NEG_INFINITY);
-    data[4 * vocab..].fill(0.25);
+    let data = special_rows(rng, vocab);
+    let rows = data.len() / vocab;
     let logits = act(gpu, rows, vocab, &data);
     let mut draws = Vec::new();
     for row in 0..rows {
@@ -64,9 +52,10 @@ pub(super) fn check_draws(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     );
 }
 
-/// Rows for the cut draws: random, a top run of ties (so a top-k cut falls inside equal logits), NaN and −∞
-/// scattered, −∞ only (a NaN total), NaN only (nothing valid), flat, and a few values above a sea of −∞.
-fn cut_rows(rng: &mut Rng, vocab: usize) -> Vec<f32> {
+/// Rows of logits for the draw checks: random, a top run of ties (a tie for the maximum, and a top-k cut inside
+/// equal logits), NaN and −∞ scattered, −∞ only (a NaN total), NaN only (nothing valid), flat (where the noise
+/// alone decides), and a few values above a sea of −∞.
+fn special_rows(rng: &mut Rng, vocab: usize) -> Vec<f32> {
     let rows = 7;
     let mut data = rng.vec(rows * vocab, 4.0);
     for i in (0..vocab).step_by(9) {
@@ -104,7 +93,7 @@ fn same_top(a: &RowTop, b: &RowTop) -> bool {
 /// the host finishes from the whole row) against `draw_keyed` token for token.
 pub(super) fn check_cut_draws(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     let vocab = 3 * 8192 + 1234;
-    let data = cut_rows(rng, vocab);
+    let data = special_rows(rng, vocab);
     let rows = data.len() / vocab;
     let logits = act(gpu, rows, vocab, &data);
     let mut asks = Vec::new();
