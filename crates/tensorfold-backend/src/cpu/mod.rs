@@ -9,7 +9,8 @@ pub mod pages;
 use crate::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
 use rayon::prelude::*;
 use tensorfold_core::sampling::{
-    draw_from_top, draw_keyed, draw_rows_keyed, row_top, top_count, KeyedRule, LogitEdit, RowDraw,
+    draw_from_top, draw_keyed, draw_rows_keyed, edited_row, row_top, top_count, KeyedRule,
+    LogitEdit, RowDraw,
 };
 use tensorfold_core::{CoreError, Result, StoredMatrix};
 
@@ -262,11 +263,7 @@ impl Backend for CpuBackend {
         draws
             .iter()
             .map(|d| {
-                let mut row = std::borrow::Cow::Borrowed(logits.row(d.row));
-                for e in edits.iter().filter(|e| e.row == d.row) {
-                    let l = &mut row.to_mut()[e.token as usize];
-                    *l = e.apply(*l);
-                }
+                let row = edited_row(logits.row(d.row), d.row, edits);
                 let from_top = match d.rule {
                     KeyedRule::Cut(cut) => top_count(&cut).and_then(|c| {
                         draw_from_top(&row_top(&row, cut.inv_t, c), &cut, d.position)

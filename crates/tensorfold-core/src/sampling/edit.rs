@@ -3,6 +3,7 @@
 //! logits are; and `draw_rows_keyed`, `Backend::draw_rows` on the host.
 
 use super::{draw_keyed, RowDraw};
+use std::borrow::Cow;
 
 /// Logit `token` of logit row `row` becomes `apply(l)`: l − sub, then divided by `repetition` when positive and
 /// multiplied by it otherwise. sub = 0 and repetition = 1 leave a logit's bits as they are.
@@ -25,6 +26,16 @@ impl LogitEdit {
     }
 }
 
+/// Logit row number `index` (`row`) with its `edits` applied, copied only when one applies.
+pub fn edited_row<'a>(row: &'a [f32], index: usize, edits: &[LogitEdit]) -> Cow<'a, [f32]> {
+    let mut out = Cow::Borrowed(row);
+    for e in edits.iter().filter(|e| e.row == index) {
+        let l = &mut out.to_mut()[e.token as usize];
+        *l = e.apply(*l);
+    }
+    out
+}
+
 /// `draw_keyed` of each draw's row of `logits` (`[rows, vocab]` row-major) with that row's `edits` applied first
 /// (to a copy: `logits` stays as it is).
 pub fn draw_rows_keyed(
@@ -36,17 +47,8 @@ pub fn draw_rows_keyed(
     draws
         .iter()
         .map(|d| {
-            let row = &logits[d.row * vocab..(d.row + 1) * vocab];
-            let mut mine = edits.iter().filter(|e| e.row == d.row).peekable();
-            if mine.peek().is_none() {
-                return draw_keyed(row, d.rule, d.position);
-            }
-            let mut edited = row.to_vec();
-            for e in mine {
-                let l = &mut edited[e.token as usize];
-                *l = e.apply(*l);
-            }
-            draw_keyed(&edited, d.rule, d.position)
+            let row = edited_row(&logits[d.row * vocab..(d.row + 1) * vocab], d.row, edits);
+            draw_keyed(&row, d.rule, d.position)
         })
         .collect()
 }

@@ -5,7 +5,7 @@ mod edit;
 mod keyed;
 mod top;
 
-pub use edit::{draw_rows_keyed, LogitEdit};
+pub use edit::{draw_rows_keyed, edited_row, LogitEdit};
 pub use keyed::{keyed_exp, keyed_gumbel, keyed_ln, keyed_total, TOTAL_LANES};
 pub use top::{draw_from_top, row_top, top_count, RowTop, TOP_MAX};
 
@@ -98,20 +98,25 @@ impl SamplingParams {
         if self.temperature == 0.0 || vocab == 1 {
             return KeyedRule::Greedy;
         }
-        let inv_t = 1.0 / self.temperature.max(f32::MIN_POSITIVE) as f64;
+        let cut = self.cut();
         if self.top_k == 0 && self.top_p >= 1.0 && self.min_p <= 0.0 {
             return KeyedRule::Gumbel {
-                inv_t,
-                seed: self.seed,
+                inv_t: cut.inv_t,
+                seed: cut.seed,
             };
         }
-        KeyedRule::Cut(Cut {
-            inv_t,
+        KeyedRule::Cut(cut)
+    }
+
+    /// These parameters as a cut (whether or not they cut anything).
+    fn cut(&self) -> Cut {
+        Cut {
+            inv_t: 1.0 / self.temperature.max(f32::MIN_POSITIVE) as f64,
             seed: self.seed,
             top_k: self.top_k,
             top_p: self.top_p,
             min_p: self.min_p,
-        })
+        }
     }
 }
 
@@ -143,15 +148,16 @@ pub fn draw_keyed(logits: &[f32], rule: KeyedRule, position: u64) -> u32 {
 /// The keyed Gumbel-max over candidates given best first: the first largest l·inv_t + noise, the first
 /// candidate when none is above −∞.
 pub(crate) fn gumbel_max(
-    mut ranked: impl Iterator<Item = (u32, f32)>,
+    ranked: impl Iterator<Item = (u32, f32)>,
     cut: &Cut,
     position: u64,
 ) -> u32 {
-    let Some((first, l)) = ranked.next() else {
+    let mut ranked = ranked.peekable();
+    let Some(&(first, _)) = ranked.peek() else {
         return 0;
     };
     let mut best = (f64::NEG_INFINITY, first);
-    for (id, l) in std::iter::once((first, l)).chain(ranked) {
+    for (id, l) in ranked {
         let v = l as f64 * cut.inv_t + keyed_gumbel(cut.seed, position, id);
         if v > best.0 {
             best = (v, id);
@@ -168,14 +174,7 @@ pub fn draw(logits: &[f32], params: &SamplingParams, position: u64) -> u32 {
 /// top_k ∩ top_p ∩ min_p of softmax(logits / T), in order of decreasing logit (ties to the lower id).
 /// Always holds at least the most likely token.
 pub fn candidates(logits: &[f32], params: &SamplingParams) -> Vec<u32> {
-    let cut = Cut {
-        inv_t: 1.0 / params.temperature.max(f32::MIN_POSITIVE) as f64,
-        seed: params.seed,
-        top_k: params.top_k,
-        top_p: params.top_p,
-        min_p: params.min_p,
-    };
-    cut_candidates(logits, &cut)
+    cut_candidates(logits, &params.cut())
 }
 
 /// Ranks best first: the larger logit, ties to the lower id (a total order on the ids that are not NaN).
