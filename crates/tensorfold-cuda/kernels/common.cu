@@ -22,6 +22,12 @@ __device__ __forceinline__ void kernel_entry() {
 #endif
 }
 
+// The first statement of a kernel that reads weights before kernel_entry: it marks (and does nothing) that the
+// kernel calls kernel_entry itself once it has started copying its first weight bytes. Weights are written only
+// at upload, before any kernel runs, so reading them while the predecessor finishes cannot race; anything else a
+// kernel reads or writes waits for kernel_entry as usual (project_stream.cu is the one user).
+__device__ __forceinline__ void entry_after_weights() {}
+
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }
 
 // Exact IEEE half → float on the bits (subnormals, infinities and NaNs included).

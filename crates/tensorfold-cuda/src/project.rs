@@ -359,6 +359,9 @@ fn project_mma(
         Arg::I(out_f as i32),
         Arg::I(cols as i32),
     ]);
+    if plan.streamed {
+        args.push(Arg::I(stream_early() as i32));
+    }
     // Profiled per shape, so the profile gives each matrix's bandwidth.
     let label = dev.profile.enabled.then(|| {
         let pair = if w2.is_some() { " pair" } else { "" };
@@ -403,6 +406,13 @@ pub(crate) fn project_pair(
     // A layout that is not streamed (bf16 weights, direct loads) has projected w1 alone.
     let (y1, y2) = project_mma(dev, x, w1, Some(w2), &kernel, mma_layout().0);
     (y1, y2.unwrap_or_else(|| project(dev, x, w2)))
+}
+
+/// Whether the 4-bit weight stream copies its first stages before the previous kernel is done (project_stream.cu;
+/// weights never change during a forward, so timing only): on unless `TENSORFOLD_CUDA_EARLY=0`.
+fn stream_early() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_EARLY").map_or(true, |v| v != "0"))
 }
 
 /// Whether pairs of matrices sharing an input may share a launch (`TENSORFOLD_CUDA_PAIR=0`: two launches, for
