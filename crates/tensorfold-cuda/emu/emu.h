@@ -69,10 +69,10 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 inline unsigned emu_shfl_u32(unsigned v, int src) { return __float_as_uint(emu_shfl(__uint_as_float(v), src)); }
 inline float emu_bf16_lo(unsigned v) { return __uint_as_float(v << 16); }
 inline float emu_bf16_hi(unsigned v) { return __uint_as_float(v & 0xffff0000u); }
-inline unsigned emu_bf16x2_sub128(unsigned v) {
-    // Exact here: both halves are 128 + q with q < 16.
-    const unsigned lo = __float_as_uint(emu_bf16_lo(v) - 128.0f) >> 16;
-    const unsigned hi = __float_as_uint(emu_bf16_hi(v) - 128.0f) >> 16;
+inline unsigned emu_bf16x2_sub136(unsigned v) {
+    // Exact here: both halves are 128 + q with q < 16, and q − 8 is a small integer.
+    const unsigned lo = __float_as_uint(emu_bf16_lo(v) - 136.0f) >> 16;
+    const unsigned hi = __float_as_uint(emu_bf16_hi(v) - 136.0f) >> 16;
     return lo | (hi << 16);
 }
 inline void emu_mma_bf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,

@@ -1,15 +1,23 @@
 // project_mma.cu: y = x Wᵀ on tensor cores (mma.sync m16n8k16 bf16, f32 accumulate) for bf16 weights and MLX
-// 4-bit codes, one kernel family for 1..N rows. Decode pays for a padded 8-row tile, which is free while the
+// 4-bit codes, one kernel family for 1..N rows. Decode pays for a padded 4-row tile, which costs little while the
 // weights stream from memory; a 16-row round reads the weights once as a 1-row round does.
 //
 // Precision: x enters as bf16 hi + lo (prepare_x), so each product keeps about 16 bits of x; bf16 weights and
 // 4-bit codes are exact in bf16; the group's scale and bias are applied in f32 after its mma sum
-// (y = Σ_g s·(q·x)_g + b·(Σx)_g, with Σx summed in f32 by prepare_x).
+// (y = Σ_g s·((q − 8)·x)_g + (b + 8s)·(Σx)_g, with Σx summed in f32 by prepare_x). The codes enter centred,
+// as q − 8: a sum of q·x over codes 0..15 is dominated by 7.5·Σx, which the bias then cancels, so the tensor
+// cores' f32 accumulation lost bits to a large intermediate (tiny-mlx-4bit at 1.00e-3 from float64 with the
+// codes as 0..15 and hi and lo in separate sums, call 46).
 //
-// Row invariance: an mma output element depends only on its own A row (output feature) and B column (x row); a
-// row always sits in column row % 8 of tile row / 8; the warps of a block split the columns into groups by the
-// shape alone and meet in warp order; the choice of NT (tiles per block) only repeats the same per-tile code.
-// So a row's bits never depend on the other rows of the call.
+// Hi and lo are two B columns: an n-tile of 8 columns holds 4 rows, row r's hi in column 2(r % 4) and its lo in
+// column 2(r % 4) + 1, so one mma does the work of both halves (the tensor pipe was a bound of 1-row decode: the
+// 27B decoded 13% faster with the lo mmas left out, call 45). The C fragment then gives each lane the hi and the
+// lo sum of one row side by side, and the row's value is hi + lo in f32.
+//
+// Row invariance: an mma output element depends only on its own A row (output feature) and B column (x row and
+// half); row r always sits in columns 2(r % 4), 2(r % 4) + 1 of n-tile r / 4; the warps of a block split the
+// columns into groups by the shape alone and meet in warp order; the choice of NT (tiles per block) only repeats
+// the same per-tile code. So a row's bits never depend on the other rows of the call.
 //
 // Column order inside an mma: the k slots may be any permutation of a group's columns as long as A and B agree.
 // Lane (g, t) of a quad holds, for the word (8 columns c0..c7) it loads, the pairs P0 = (c0,c4), P1 = (c1,c5),
@@ -19,7 +27,7 @@
 #define MMA_OUT 16   // output features per block (the mma's M)
 #define MMA_MAXW 16  // most warps per block
 
-// d += a·b for one m16n8k16 tile (a: 16 outputs × 16 k, b: 16 k × 8 rows), f32 accumulate.
+// d += a·b for one m16n8k16 tile (a: 16 outputs × 16 k, b: 16 k × 8 columns), f32 accumulate.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
 #ifdef TF_EMU
     emu_mma_bf16(d, a0, a1, a2, a3, b0, b1);
@@ -32,18 +40,21 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], u32 a0, u32 a1, u32 a2, 
 #endif
 }
 
-// Two 4-bit codes (at bits 0..3 and 16..19) to the bf16 pair (q0, q1), exactly: 128 + q is a bf16 with an ulp
-// of 1, and one packed fma takes the 128 off.
+// Two 4-bit codes (at bits 0..3 and 16..19) to the centred bf16 pair (q0 − 8, q1 − 8), exactly: 128 + q is a
+// bf16 with an ulp of 1, and one packed fma takes 136 off.
 __device__ __forceinline__ u32 codes_to_bf16x2(u32 p) {
     const u32 v = p | 0x43004300u;
 #ifdef TF_EMU
-    return emu_bf16x2_sub128(v);
+    return emu_bf16x2_sub136(v);
 #else
     u32 r;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3f803f80u), "r"(0xc300c300u));
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3f803f80u), "r"(0xc308c308u));
     return r;
 #endif
 }
+
+// A group's bias for centred codes: b + 8s, in f32 (the same fma on every path).
+__device__ __forceinline__ float centred_bias(float s, float b) { return fmaf(8.0f, s, b); }
 
 // f32 → bf16 bits, round to nearest even (NaN stays NaN).
 __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
@@ -91,53 +102,60 @@ __device__ __forceinline__ void pairs_bf16(uint4 u, u32 (&p)[4]) {
     p[3] = __byte_perm(u.y, u.w, 0x7632);
 }
 
-// One word (8 columns) of every tile: two k-steps, hi then lo, for A pairs `pg` (output g) and `pg8` (g + 8).
+#define TILE_ROWS 4  // x rows per n-tile (each takes two of its 8 columns: hi and lo)
+
+// The half of x this lane feeds as B: column g of an n-tile is hi for even g, lo for odd g.
+__device__ __forceinline__ const u16* lane_half(const u16* xh, const u16* xl) {
+    return ((threadIdx.x >> 2) & 1) ? xl : xh;
+}
+
+// One word (8 columns) of every tile: two k-steps for A pairs `pg` (output g) and `pg8` (g + 8), with x's half
+// `xp` (lane_half) of each tile's row.
 template <int NT>
 __device__ __forceinline__ void mma_word(float (&d)[NT][4], const u32 (&pg)[4], const u32 (&pg8)[4],
-                                         const u16* __restrict__ xh, const u16* __restrict__ xl,
-                                         const int (&xrow)[NT], size_t col, int cols) {
+                                         const u16* __restrict__ xp, const int (&xrow)[NT], size_t col, int cols) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-        uint4 h = {0u, 0u, 0u, 0u}, l = {0u, 0u, 0u, 0u};
-        if (xrow[nt] >= 0) {
-            h = *reinterpret_cast<const uint4*>(xh + (size_t)xrow[nt] * cols + col);
-            l = *reinterpret_cast<const uint4*>(xl + (size_t)xrow[nt] * cols + col);
-        }
-        mma_bf16(d[nt], pg[0], pg8[0], pg[1], pg8[1], h.x, h.y);
-        mma_bf16(d[nt], pg[0], pg8[0], pg[1], pg8[1], l.x, l.y);
-        mma_bf16(d[nt], pg[2], pg8[2], pg[3], pg8[3], h.z, h.w);
-        mma_bf16(d[nt], pg[2], pg8[2], pg[3], pg8[3], l.z, l.w);
+        uint4 b = {0u, 0u, 0u, 0u};
+        if (xrow[nt] >= 0) b = *reinterpret_cast<const uint4*>(xp + (size_t)xrow[nt] * cols + col);
+        mma_bf16(d[nt], pg[0], pg8[0], pg[1], pg8[1], b.x, b.y);
+        mma_bf16(d[nt], pg[2], pg8[2], pg[3], pg8[3], b.z, b.w);
     }
 }
 
-// Adds the warps' partial tiles in warp order and writes y (lane layout of the mma's C fragment).
-// `red` is shared scratch of (warps · NT · 128) floats.
+// A C fragment's hi and lo sums made one: hi + lo of row t for output g, and for output g + 8.
+struct HiLo {
+    float g, g8;
+};
+__device__ __forceinline__ HiLo hi_plus_lo(const float (&c)[4]) { return HiLo{c[0] + c[1], c[2] + c[3]}; }
+
+// Adds the warps' partial sums in warp order and writes y. Lane (g, t) holds, per tile, outputs o0 + g and
+// o0 + g + 8 of the tile's row t. `red` is shared scratch of (warps · NT · 64) floats.
 template <int NT>
-__device__ __forceinline__ void finish_tiles(float (&acc)[NT][4], float* __restrict__ y, int rows, int out, int o0,
+__device__ __forceinline__ void finish_tiles(float (&acc)[NT][2], float* __restrict__ y, int rows, int out, int o0,
                                              int rt0, float* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) red[(warp * NT + nt) * 128 + lane * 4 + i] = acc[nt][i];
+        for (int i = 0; i < 2; ++i) red[(warp * NT + nt) * 64 + lane * 2 + i] = acc[nt][i];
     __syncthreads();
-    for (int e = threadIdx.x; e < NT * 128; e += blockDim.x) {
+    for (int e = threadIdx.x; e < NT * 64; e += blockDim.x) {
         float v = red[e];
-        for (int w = 1; w < nw; ++w) v += red[w * NT * 128 + e];
-        const int nt = e / 128, l = (e % 128) / 4, i = e % 4;
-        const int m = (l >> 2) + (i >= 2 ? 8 : 0), n = 2 * (l & 3) + (i & 1);
-        const int row = (rt0 + nt) * 8 + n;
+        for (int w = 1; w < nw; ++w) v += red[w * NT * 64 + e];
+        const int nt = e / 64, l = (e % 64) / 2, i = e % 2;
+        const int m = (l >> 2) + 8 * i, row = (rt0 + nt) * TILE_ROWS + (l & 3);
         if (row < rows && o0 + m < out) y[(size_t)row * out + o0 + m] = v;
     }
 }
 
-// The x rows this lane feeds as B (column g of each tile), or -1 past the last row.
+// The x rows this lane feeds as B (row g / 2 of each tile), or -1 past the last row.
 template <int NT>
 __device__ __forceinline__ void tile_rows(int (&xrow)[NT], int rt0, int rows) {
     const int g = (threadIdx.x & 31) >> 2;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-        const int r = (rt0 + nt) * 8 + g;
+        const int r = (rt0 + nt) * TILE_ROWS + (g >> 1);
         xrow[nt] = r < rows ? r : -1;
     }
 }
@@ -148,20 +166,21 @@ __device__ __forceinline__ void project_mma_bf16(const u16* __restrict__ xh, con
                                                  const u16* __restrict__ w, float* __restrict__ y, int rows,
                                                  int out, int cols) {
     constexpr int U = 1;  // groups loaded before computing (more was slower on the H200: BENCHMARKS.md §7)
-    __shared__ float red[MMA_MAXW * NT * 128];
+    __shared__ float red[MMA_MAXW * NT * 64];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
     int xrow[NT];
     tile_rows<NT>(xrow, rt0, rows);
+    const u16* xp = lane_half(xh, xl);
     const bool has_g = o0 + g < out, has_g8 = o0 + g + 8 < out;
     const u16* wg = w + (size_t)(has_g ? o0 + g : 0) * cols;
     const u16* wg8 = w + (size_t)(has_g8 ? o0 + g + 8 : 0) * cols;
-    float acc[NT][4];
+    float c[NT][4];  // the warp's C fragments over all its groups: hi and lo sums side by side
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+        for (int i = 0; i < 4; ++i) c[nt][i] = 0.0f;
     const int groups = cols / 64;
     const uint4 zero = {0u, 0u, 0u, 0u};
     for (int G0 = warp; G0 < groups; G0 += U * nw) {
@@ -185,9 +204,16 @@ __device__ __forceinline__ void project_mma_bf16(const u16* __restrict__ xh, con
                 u32 pg[4], pg8[4];
                 pairs_bf16(ug[u][j], pg);
                 pairs_bf16(ug8[u][j], pg8);
-                mma_word<NT>(acc, pg, pg8, xh, xl, xrow, (size_t)G * 64 + (t * 2 + j) * 8, cols);
+                mma_word<NT>(c, pg, pg8, xp, xrow, (size_t)G * 64 + (t * 2 + j) * 8, cols);
             }
         }
+    }
+    float acc[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const HiLo v = hi_plus_lo(c[nt]);
+        acc[nt][0] = v.g;
+        acc[nt][1] = v.g8;
     }
     finish_tiles<NT>(acc, y, rows, out, o0, rt0, red);
 }
@@ -215,29 +241,26 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
                                                const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                                int rows, int out, int cols) {
     constexpr int GS = 32 * WPL, U = 1;  // groups loaded before computing (more was slower: BENCHMARKS.md §7)
-    __shared__ float red[MMA_MAXW * NT * 128];
+    __shared__ float red[MMA_MAXW * NT * 64];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
     int xrow[NT];
     tile_rows<NT>(xrow, rt0, rows);
-    // The C fragment's rows: x rows 2t and 2t + 1 of each tile, for the group sums of x.
-    int crow[NT][2];
+    const u16* xp = lane_half(xh, xl);
+    // The C fragment's row: x row t of each tile, for the group sums of x.
+    int crow[NT];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            const int r = (rt0 + nt) * 8 + 2 * t + c;
-            crow[nt][c] = r < rows ? r : -1;
-        }
+    for (int nt = 0; nt < NT; ++nt) {
+        const int r = (rt0 + nt) * TILE_ROWS + t;
+        crow[nt] = r < rows ? r : -1;
+    }
     const bool has_g = o0 + g < out, has_g8 = o0 + g + 8 < out;
     const int groups = cols / GS, chunks = cols / 32;
     const int og = has_g ? o0 + g : 0, og8 = has_g8 ? o0 + g + 8 : 0;
-    float acc[NT][4];
+    float acc[NT][2];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = 0.0f;
     for (int G0 = warp; G0 < groups; G0 += U * nw) {
         u32 qg[U][WPL], qg8[U][WPL];
         float sb[U][4];  // scale and bias of outputs g and g + 8
@@ -248,7 +271,7 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
             if (G < groups && has_g) {
                 load_words<WPL>(codes + a4_tile_code(og, G, groups, GS / 2) / 4 + t * WPL, qg[u]);
                 sb[u][0] = S::get(scales[a4_tile_param(og, G, groups)]);
-                sb[u][1] = S::get(biases[a4_tile_param(og, G, groups)]);
+                sb[u][1] = centred_bias(sb[u][0], S::get(biases[a4_tile_param(og, G, groups)]));
             } else {
 #pragma unroll
                 for (int j = 0; j < WPL; ++j) qg[u][j] = 0u;
@@ -257,7 +280,7 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
             if (G < groups && has_g8) {
                 load_words<WPL>(codes + a4_tile_code(og8, G, groups, GS / 2) / 4 + t * WPL, qg8[u]);
                 sb[u][2] = S::get(scales[a4_tile_param(og8, G, groups)]);
-                sb[u][3] = S::get(biases[a4_tile_param(og8, G, groups)]);
+                sb[u][3] = centred_bias(sb[u][2], S::get(biases[a4_tile_param(og8, G, groups)]));
             } else {
 #pragma unroll
                 for (int j = 0; j < WPL; ++j) qg8[u][j] = 0u;
@@ -279,23 +302,18 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
                 u32 pg[4], pg8[4];
                 pairs_a4(qg[u][j], pg);
                 pairs_a4(qg8[u][j], pg8);
-                mma_word<NT>(d, pg, pg8, xh, xl, xrow, (w0 + j) * 8, cols);
+                mma_word<NT>(d, pg, pg8, xp, xrow, (w0 + j) * 8, cols);
             }
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                float sx[2];
+                float sx = 0.0f;
+                if (crow[nt] >= 0) {
 #pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    sx[c] = 0.0f;
-                    if (crow[nt][c] >= 0) {
-#pragma unroll
-                        for (int k = 0; k < WPL; ++k) sx[c] += xs[(size_t)crow[nt][c] * chunks + G * WPL + k];
-                    }
+                    for (int k = 0; k < WPL; ++k) sx += xs[(size_t)crow[nt] * chunks + G * WPL + k];
                 }
-                acc[nt][0] = fmaf(sb[u][1], sx[0], fmaf(sb[u][0], d[nt][0], acc[nt][0]));
-                acc[nt][1] = fmaf(sb[u][1], sx[1], fmaf(sb[u][0], d[nt][1], acc[nt][1]));
-                acc[nt][2] = fmaf(sb[u][3], sx[0], fmaf(sb[u][2], d[nt][2], acc[nt][2]));
-                acc[nt][3] = fmaf(sb[u][3], sx[1], fmaf(sb[u][2], d[nt][3], acc[nt][3]));
+                const HiLo v = hi_plus_lo(d[nt]);
+                acc[nt][0] = fmaf(sb[u][1], sx, fmaf(sb[u][0], v.g, acc[nt][0]));
+                acc[nt][1] = fmaf(sb[u][3], sx, fmaf(sb[u][2], v.g8, acc[nt][1]));
             }
         }
     }

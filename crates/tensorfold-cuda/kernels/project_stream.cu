@@ -65,16 +65,16 @@ __device__ __forceinline__ u32 opaque_nibble_mask() {
 #endif
 }
 
-// pairs_a4 (project_mma.cu) with the mask in a register: the same four exact bf16 pairs.
+// pairs_a4 (project_mma.cu) with the mask in a register: the same four exact centred bf16 pairs.
 __device__ __forceinline__ void pairs_a4_masked(u32 q, u32 mask, u32 (&p)[4]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
 #ifdef TF_EMU
-        p[i] = emu_bf16x2_sub128(((q >> (4 * i)) & mask) | 0x43004300u);
+        p[i] = emu_bf16x2_sub136(((q >> (4 * i)) & mask) | 0x43004300u);
 #else
         u32 v, r;
         asm("lop3.b32 %0, %1, %2, 0x43004300, 0xEA;" : "=r"(v) : "r"(q >> (4 * i)), "r"(mask));
-        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3f803f80u), "r"(0xc300c300u));
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3f803f80u), "r"(0xc308c308u));
         p[i] = r;
 #endif
     }
@@ -154,7 +154,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
                                                   int rows, int out, int cols, int early) {
     constexpr int GS = 32 * WPL, SB = StreamStage<WPL, MT>::BYTES;
     constexpr int W = stream_warps<WPL, D, MT>();
-    constexpr int PIPE = W * D * SB, RED = W * NT * 128 * 4;
+    constexpr int PIPE = W * D * SB, RED = W * NT * 64 * 4;
     __shared__ __align__(16) unsigned char smem[PIPE > RED ? PIPE : RED];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -164,12 +164,11 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     // Rows past the last read the last row's x (valid addresses, no predicates in the loop): an mma's output
     // column depends on its own B column only, and finish_tiles never writes those columns.
     tile_rows<NT>(xrow, rt0, rows);
-    int crow[NT][2];
+    int crow[NT];  // the C fragment's row (t of each tile), for x's group sums
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
         if (xrow[nt] < 0) xrow[nt] = rows - 1;
-#pragma unroll
-        for (int c = 0; c < 2; ++c) crow[nt][c] = min((rt0 + nt) * 8 + 2 * t + c, rows - 1);
+        crow[nt] = min((rt0 + nt) * TILE_ROWS + t, rows - 1);
     }
     const int groups = cols / GS, chunks = cols / 32;
     const u32 mask = opaque_nibble_mask();
@@ -179,17 +178,14 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     StreamCopies<WPL, MT, S> cp;
     cp.init(codes, scales, biases, tile * MT, (out + MMA_OUT - 1) / MMA_OUT, groups, warp, nw);
     const SmemAddr pipe_s = smem_addr(pipe);
-    // x (hi, lo) at this lane's first word of the group, and x's 32-column sums at the group's first.
-    const u16 *xhp[NT], *xlp[NT];
-    const float* xsp[NT][2];
+    // x's half (lane_half) at this lane's first word of the group, and x's 32-column sums at the group's first.
+    const u16* xpp[NT];
+    const float* xsp[NT];
+    const u16* xp = lane_half(xh, xl);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-        const size_t at = (size_t)xrow[nt] * cols + ((size_t)warp * (GS / 8) + t * WPL) * 8;
-        xhp[nt] = xh + at;
-        xlp[nt] = xl + at;
-#pragma unroll
-        for (int c = 0; c < 2; ++c)
-            xsp[nt][c] = xs + (size_t)crow[nt][c] * chunks + (size_t)warp * WPL;
+        xpp[nt] = xp + (size_t)xrow[nt] * cols + ((size_t)warp * (GS / 8) + t * WPL) * 8;
+        xsp[nt] = xs + (size_t)crow[nt] * chunks + (size_t)warp * WPL;
     }
     const int x_step = nw * GS, xs_step = nw * WPL;
     // The first D − 1 stages read weights only, so they may be copied before the predecessor is done (`early`):
@@ -203,13 +199,11 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         cp_async_commit();
     }
     if (early) kernel_entry();
-    float acc[MT][NT][4];
+    float acc[MT][NT][2];
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.0f;
+        for (int nt = 0; nt < NT; ++nt) acc[m][nt][0] = acc[m][nt][1] = 0.0f;
     for (int i = 0; i < n; ++i) {
         cp_async_wait<D - 2>();  // group i has landed (for this lane) ...
         __syncwarp();            // ... and for every lane; the slot of group i − 1 is free
@@ -221,16 +215,14 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         const u32* cw = reinterpret_cast<const u32*>(st);
         const unsigned char* sbw = st + StreamStage<WPL, MT>::CODE_BYTES;
         // x's group sums, shared by the MT tiles.
-        float sx[NT][2];
+        float sx[NT];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+        for (int nt = 0; nt < NT; ++nt) {
+            sx[nt] = 0.0f;
 #pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                sx[nt][c] = 0.0f;
-#pragma unroll
-                for (int k = 0; k < WPL; ++k) sx[nt][c] += xsp[nt][c][k];
-                xsp[nt][c] += xs_step;
-            }
+            for (int k = 0; k < WPL; ++k) sx[nt] += xsp[nt][k];
+            xsp[nt] += xs_step;
+        }
         float d[MT][NT][4];
 #pragma unroll
         for (int m = 0; m < MT; ++m)
@@ -241,12 +233,9 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 #pragma unroll
         for (int j = 0; j < WPL; ++j) {
             // x of this word for every tile of rows, loaded once for the MT output tiles.
-            uint4 h[NT], l[NT];
+            uint4 b[NT];
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                h[nt] = *reinterpret_cast<const uint4*>(xhp[nt] + j * 8);
-                l[nt] = *reinterpret_cast<const uint4*>(xlp[nt] + j * 8);
-            }
+            for (int nt = 0; nt < NT; ++nt) b[nt] = *reinterpret_cast<const uint4*>(xpp[nt] + j * 8);
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
                 u32 pg[4], pg8[4];
@@ -254,30 +243,25 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
                 pairs_a4_masked(cw[(m * 16 + g + 8) * 4 * WPL + t * WPL + j], mask, pg8);
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
-                    mma_bf16(d[m][nt], pg[0], pg8[0], pg[1], pg8[1], h[nt].x, h[nt].y);
-                    mma_bf16(d[m][nt], pg[0], pg8[0], pg[1], pg8[1], l[nt].x, l[nt].y);
-                    mma_bf16(d[m][nt], pg[2], pg8[2], pg[3], pg8[3], h[nt].z, h[nt].w);
-                    mma_bf16(d[m][nt], pg[2], pg8[2], pg[3], pg8[3], l[nt].z, l[nt].w);
+                    mma_bf16(d[m][nt], pg[0], pg8[0], pg[1], pg8[1], b[nt].x, b[nt].y);
+                    mma_bf16(d[m][nt], pg[2], pg8[2], pg[3], pg8[3], b[nt].z, b[nt].w);
                 }
             }
         }
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            xhp[nt] += x_step;
-            xlp[nt] += x_step;
-        }
+        for (int nt = 0; nt < NT; ++nt) xpp[nt] += x_step;
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
             // Outputs past `out` read padding or a clamped tile here: their results are never written.
             const typename S::raw* ps =
                 reinterpret_cast<const typename S::raw*>(sbw + m * 32 * (int)sizeof(typename S::raw));
-            const float sb[4] = {S::get(ps[g]), S::get(ps[16 + g]), S::get(ps[g + 8]), S::get(ps[24 + g])};
+            const float s0 = S::get(ps[g]), s8 = S::get(ps[g + 8]);
+            const float sb[4] = {s0, centred_bias(s0, S::get(ps[16 + g])), s8, centred_bias(s8, S::get(ps[24 + g]))};
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                acc[m][nt][0] = fmaf(sb[1], sx[nt][0], fmaf(sb[0], d[m][nt][0], acc[m][nt][0]));
-                acc[m][nt][1] = fmaf(sb[1], sx[nt][1], fmaf(sb[0], d[m][nt][1], acc[m][nt][1]));
-                acc[m][nt][2] = fmaf(sb[3], sx[nt][0], fmaf(sb[2], d[m][nt][2], acc[m][nt][2]));
-                acc[m][nt][3] = fmaf(sb[3], sx[nt][1], fmaf(sb[2], d[m][nt][3], acc[m][nt][3]));
+                const HiLo v = hi_plus_lo(d[m][nt]);
+                acc[m][nt][0] = fmaf(sb[1], sx[nt], fmaf(sb[0], v.g, acc[m][nt][0]));
+                acc[m][nt][1] = fmaf(sb[3], sx[nt], fmaf(sb[2], v.g8, acc[m][nt][1]));
             }
         }
     }

@@ -119,9 +119,12 @@ pub(crate) const STREAM_AUTO: usize = 1;
 ///   the columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16, default 8; smaller matrices take up to 16). The
 ///   warps change the bits, so they depend on the matrix alone.
 ///
+/// - The most row tiles a block takes (`TENSORFOLD_CUDA_MMA_NT`: 1, 2 or 4, default 4); more rows take more
+///   blocks. Each row tile runs the same code, so the bits do not depend on it.
+///
 /// The defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
-fn mma_layout() -> (usize, usize, usize) {
-    static LAYOUT: OnceLock<(usize, usize, usize)> = OnceLock::new();
+fn mma_layout() -> (usize, usize, usize, usize) {
+    static LAYOUT: OnceLock<(usize, usize, usize, usize)> = OnceLock::new();
     *LAYOUT.get_or_init(|| {
         let var = |name: &str| {
             std::env::var(name)
@@ -134,7 +137,10 @@ fn mma_layout() -> (usize, usize, usize) {
         };
         let warps = var("TENSORFOLD_CUDA_MMA_WARPS").unwrap_or(8).clamp(1, 16);
         let wide = var("TENSORFOLD_CUDA_MMA_WIDE").unwrap_or(1024);
-        (stages, warps, wide)
+        let nt = var("TENSORFOLD_CUDA_MMA_NT")
+            .filter(|n| matches!(n, 1 | 2))
+            .unwrap_or(4);
+        (stages, warps, wide, nt)
     })
 }
 
@@ -171,7 +177,7 @@ fn mma_kernel(w: &CudaMatrix) -> Option<String> {
 /// (call 26) found a 1-row 27B down projection (320 blocks of 8 warps) waiting on memory at 19 warps an SM;
 /// 16 warps for matrices of up to 8192 outputs (`TENSORFOLD_CUDA_MMA_WIDE=8192`) was slower still (call 27).
 fn mma_warps(w: &CudaMatrix) -> usize {
-    let (_, warps, wide) = mma_layout();
+    let (_, warps, wide, _) = mma_layout();
     let max_warps = if w.rows() <= wide { 16 } else { warps };
     (mma_groups(w) / 4).clamp(1, max_warps)
 }
@@ -249,22 +255,29 @@ struct MmaPlan {
     streamed: bool,
 }
 
+/// x rows per n-tile of the tensor-core kernels (project_mma.cu TILE_ROWS: each row takes two of the mma's 8
+/// columns, its hi and its lo).
+const TILE_ROWS: usize = 4;
+
 /// 16 output features per block, its warps splitting the column groups (a number set by the shape alone), 1, 2
-/// or 4 tiles of 8 rows per block by the row count (the same per-tile code).
+/// or 4 tiles of TILE_ROWS rows per block by the row count (the same per-tile code). Up to 16 rows take 2 tiles a
+/// block and a second block row above 8 rows: 16-row rounds of the 27B MLX4 shape took 15.8 ms so against 16.5
+/// with 4 tiles (call 48), whose 128 registers a thread allow 2 blocks an SM; larger rounds take 4.
 fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan {
     let out_f = w.rows();
     let nt = match rows {
-        0..=8 => 1,
-        9..=16 => 2,
+        0..=TILE_ROWS => 1,
+        5..=16 => 2,
         _ => 4,
-    };
+    }
+    .min(mma_layout().3);
     let warps = mma_warps(w);
     // Streamed: (stages, output tiles per block); groups of 128 only fit 4 stages of one tile. A layout whose
     // stages do not fit this many warps leaves the matrix to the direct kernel (the same bits).
     let (stages, mut tiles) = match (stages, w) {
         (0, _) => (0, 1),
         (_, CudaMatrix::Affine { group_size, .. }) if *group_size == 128 => (4, 1),
-        (STREAM_AUTO, _) if nt == 1 => (4, 1),
+        (STREAM_AUTO, _) if rows <= 8 => (4, 1),
         (STREAM_AUTO, _) => (4, 2),
         (2, _) => (4, 2),
         (s, _) => (s, 1),
@@ -292,7 +305,7 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
     let tiles = if streamed { tiles } else { 1 };
     MmaPlan {
         name,
-        grid: (blocks(out_f, 16 * tiles), blocks(rows, 8 * nt), 1),
+        grid: (blocks(out_f, 16 * tiles), blocks(rows, TILE_ROWS * nt), 1),
         warps,
         streamed,
     }

@@ -228,9 +228,9 @@ fn check_projection(
         &b,
     );
     // The 4-bit weight stream's pipeline depths (project_stream.cu) against the direct loads (project_mma.cu):
-    // the same arithmetic, so the same bits, on 1, 9 and 64 rows.
+    // the same arithmetic, so the same bits, on 1, 6, 9 and 64 rows.
     if name.contains("4-bit") {
-        for rows in [1usize, 9, 64] {
+        for rows in [1usize, 6, 9, 64] {
             let xa = act(gpu, rows, cols, &x[..rows * cols]);
             let direct = gpu.to_host(&gpu.project_staged(&xa, &w, 0));
             for stages in [4usize, 8, 2, 1] {
@@ -454,7 +454,7 @@ fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
             gpu.matrix(&m1).expect("upload"),
             gpu.matrix(&m2).expect("upload"),
         );
-        for rows in [1usize, 9, 64] {
+        for rows in [1usize, 6, 9, 64] {
             let xa = act(gpu, rows, cols, &rng.vec(rows * cols, 1.0));
             let (p1, p2) = gpu.project_pair(&xa, &w1, &w2);
             let mut got = gpu.to_host(&p1);
