@@ -119,12 +119,13 @@ pub(crate) const STREAM_AUTO: usize = 1;
 ///   the columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16, default 8; smaller matrices take up to 16). The
 ///   warps change the bits, so they depend on the matrix alone.
 ///
-/// - The most row tiles a block takes (`TENSORFOLD_CUDA_MMA_NT`: 1, 2 or 4, default 4); more rows take more
-///   blocks. Each row tile runs the same code, so the bits do not depend on it.
+/// - The most row tiles a block takes (`TENSORFOLD_CUDA_MMA_NT`: 1 or 2, default 2 up to 16 rows and 4 above; 4
+///   takes 4 from 9 rows); more rows take more blocks. Each row tile runs the same code, so the bits do not depend
+///   on it.
 ///
 /// The defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
-fn mma_layout() -> (usize, usize, usize, usize) {
-    static LAYOUT: OnceLock<(usize, usize, usize, usize)> = OnceLock::new();
+fn mma_layout() -> (usize, usize, usize, Option<usize>) {
+    static LAYOUT: OnceLock<(usize, usize, usize, Option<usize>)> = OnceLock::new();
     *LAYOUT.get_or_init(|| {
         let var = |name: &str| {
             std::env::var(name)
@@ -137,9 +138,7 @@ fn mma_layout() -> (usize, usize, usize, usize) {
         };
         let warps = var("TENSORFOLD_CUDA_MMA_WARPS").unwrap_or(8).clamp(1, 16);
         let wide = var("TENSORFOLD_CUDA_MMA_WIDE").unwrap_or(1024);
-        let nt = var("TENSORFOLD_CUDA_MMA_NT")
-            .filter(|n| matches!(n, 1 | 2))
-            .unwrap_or(4);
+        let nt = var("TENSORFOLD_CUDA_MMA_NT").filter(|n| matches!(n, 1 | 2 | 4));
         (stages, warps, wide, nt)
     })
 }
@@ -265,12 +264,14 @@ const TILE_ROWS: usize = 4;
 /// with 4 tiles (call 48), whose 128 registers a thread allow 2 blocks an SM; larger rounds take 4.
 fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan {
     let out_f = w.rows();
+    let most = mma_layout().3;
     let nt = match rows {
         0..=TILE_ROWS => 1,
-        5..=16 => 2,
+        5..=8 => 2,
+        9..=16 if most != Some(4) => 2,
         _ => 4,
     }
-    .min(mma_layout().3);
+    .min(most.unwrap_or(4));
     let warps = mma_warps(w);
     // Streamed: (stages, output tiles per block); groups of 128 only fit 4 stages of one tile. A layout whose
     // stages do not fit this many warps leaves the matrix to the direct kernel (the same bits).
