@@ -3,6 +3,8 @@
 # done (TENSORFOLD_CUDA_EARLY) and L2 asked for more of each tile (TENSORFOLD_CUDA_L2_AHEAD), against the old order,
 # in turn on the 27B and 9B MLX 4-bit shapes; and two timing-only ablations (no lo-half mmas, no dequantisation)
 # that say what the tensor pipe and the dequantisation cost. Checks first, with the L2 requests on.
+# TENSORFOLD_CUDA_L2_AHEAD and the TF_ABLATE_LO / TF_ABLATE_DEQ macros existed only in call 45's binary (the
+# working tree before e9a8f93); they were removed after it (BENCHMARKS.md §7, kernels v9).
 FINAL=${1:?out dir}; BUDGET=${2:-400}; NEW=${3:?new binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
