@@ -267,7 +267,6 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int G = G0 + u * nw;
-            const size_t w0 = (size_t)G * (GS / 8) + t * WPL;
             if (G < groups && has_g) {
                 load_words<WPL>(codes + a4_tile_code(og, G, groups, GS / 2) / 4 + t * WPL, qg[u]);
                 sb[u][0] = S::get(scales[a4_tile_param(og, G, groups)]);

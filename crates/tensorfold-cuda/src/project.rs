@@ -119,9 +119,9 @@ pub(crate) const STREAM_AUTO: usize = 1;
 ///   the columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16, default 8; smaller matrices take up to 16). The
 ///   warps change the bits, so they depend on the matrix alone.
 ///
-/// - The most row tiles a block takes (`TENSORFOLD_CUDA_MMA_NT`: 1 or 2, default 2 up to 16 rows and 4 above; 4
-///   takes 4 from 9 rows); more rows take more blocks. Each row tile runs the same code, so the bits do not depend
-///   on it.
+/// - The most row tiles a block takes (`TENSORFOLD_CUDA_MMA_NT`: 1, 2 or 4; unset: 2 up to 16 rows and 4 above,
+///   while 4 takes 4 from 9 rows); more rows take more blocks. Each row tile runs the same code, so the bits do
+///   not depend on it.
 ///
 /// The defaults are the fastest measured on the H200 (BENCHMARKS.md §7).
 fn mma_layout() -> (usize, usize, usize, Option<usize>) {
@@ -265,10 +265,10 @@ const TILE_ROWS: usize = 4;
 fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan {
     let out_f = w.rows();
     let most = mma_layout().3;
-    let nt = match rows {
-        0..=TILE_ROWS => 1,
-        5..=8 => 2,
-        9..=16 if most != Some(4) => 2,
+    let nt = match rows.div_ceil(TILE_ROWS) {
+        0..=1 => 1,
+        2 => 2,
+        3..=4 if most != Some(4) => 2,
         _ => 4,
     }
     .min(most.unwrap_or(4));
