@@ -264,14 +264,7 @@ const TILE_ROWS: usize = 4;
 /// with 4 tiles (call 48), whose 128 registers a thread allow 2 blocks an SM; larger rounds take 4.
 fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan {
     let out_f = w.rows();
-    let most = mma_layout().3;
-    let nt = match rows.div_ceil(TILE_ROWS) {
-        0..=1 => 1,
-        2 => 2,
-        3..=4 if most != Some(4) => 2,
-        _ => 4,
-    }
-    .min(most.unwrap_or(4));
+    let nt = row_tiles(rows, mma_layout().3);
     let warps = mma_warps(w);
     // Streamed: (stages, output tiles per block); groups of 128 only fit 4 stages of one tile. A layout whose
     // stages do not fit this many warps leaves the matrix to the direct kernel (the same bits).
@@ -310,6 +303,17 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
         warps,
         streamed,
     }
+}
+
+/// Row tiles a block of a call of `rows` rows takes (see mma_plan), at most `most` when set.
+fn row_tiles(rows: usize, most: Option<usize>) -> usize {
+    match rows.div_ceil(TILE_ROWS) {
+        0..=1 => 1,
+        2 => 2,
+        3..=4 if most != Some(4) => 2,
+        _ => 4,
+    }
+    .min(most.unwrap_or(4))
 }
 
 /// The weight arguments of a tensor-core kernel (codes, scales, biases of 4-bit weights; the data of bf16 ones).
@@ -490,8 +494,23 @@ fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
 
 #[cfg(test)]
 mod tests {
-    use super::gemm_kernel;
+    use super::{gemm_kernel, row_tiles};
     use crate::device::kernel_names;
+
+    #[test]
+    fn calls_take_one_row_tile_up_to_4_rows_two_up_to_16_and_four_above() {
+        let default: Vec<usize> = [1, 4, 5, 8, 9, 16, 17, 64]
+            .iter()
+            .map(|&r| row_tiles(r, None))
+            .collect();
+        assert_eq!(default, [1, 1, 2, 2, 2, 2, 4, 4]);
+        // TENSORFOLD_CUDA_MMA_NT: 4 takes 4 tiles from 9 rows, 1 and 2 cap them.
+        assert_eq!(row_tiles(9, Some(4)), 4);
+        assert_eq!(row_tiles(8, Some(4)), 2);
+        assert_eq!(row_tiles(64, Some(2)), 2);
+        assert_eq!(row_tiles(64, Some(1)), 1);
+        assert_eq!(row_tiles(0, None), 1);
+    }
 
     #[test]
     fn every_prompt_kernel_the_dispatch_names_is_in_the_module() {
