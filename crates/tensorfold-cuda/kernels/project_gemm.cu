@@ -9,25 +9,24 @@
 // finish's order). nw is the decode plan's warp count for the matrix (a number of the shape alone, from the
 // host), so a row's bits still depend on nothing but its own x.
 //
-// Tiles: a block owns OW·64 outputs × 64 rows (the kernels built have OW = 1); its OW·WO × 4 warps own 64 / WO
-// outputs (4 / WO m-tiles) × 16 rows (4 n-tiles of 4 rows, hi and lo side by side as in project_mma.cu) each
-// (the kernels built have WO = 1). A stage holds one column group of the block's x (hi, lo, group sums)
+// Tiles: a block owns OW·64 outputs × 64 rows (the kernels built have OW = 1); its OW × 4 warps own 64 outputs
+// (4 m-tiles) × 16 rows (4 n-tiles of 4 rows, hi and lo side by side as in project_mma.cu) each. A stage holds one column group of the block's x (hi, lo, group sums)
 // and weights (codes, scales, biases), copied by cp.async D − 1 groups ahead; 4-bit codes are then unpacked once
 // for the block (gemm_unpack). A block reads x once per 64 outputs where a decode block of 32 rows reads it once
 // per 32 outputs (the prompt chunk was bound by those L2 reads), and the weights once per 64 rows.
 
 #define GEMM_ROWS 64  // rows per block
+#define GEMM_MT 4     // m-tiles (16 outputs) per warp
 #define GEMM_NT 4     // n-tiles (TILE_ROWS rows) per warp
-#define GEMM_WR 4     // warps across its rows, each with GEMM_NT n-tiles
-// WO warps (1 or 2) across a block's 64 outputs (per OW), each with 4 / WO m-tiles of 16.
+#define GEMM_WR 4     // warps across a block's rows (per OW)
 
 // One stage in shared memory: x hi and x lo [64 rows][GS] bf16, weights [BO outputs][WB bytes]; for 4-bit
 // weights also per output the aligned words holding its scale and its bias, and per row x's WPL chunk sums.
-template <int WPL, int OW, bool Q4, int WO>
+template <int WPL, int OW, bool Q4>
 struct GemmStage {
     static constexpr int GS = 32 * WPL;            // columns per group
     static constexpr int CPR = GS / 8;             // 16-byte chunks per row of x (and of bf16 weights)
-    static constexpr int BO = OW * 64;             // outputs per block
+    static constexpr int BO = OW * 16 * GEMM_MT;   // outputs per block
     static constexpr int XB = GEMM_ROWS * GS * 2;  // bytes of x hi (and of x lo)
     // x lo's offset: rows of 64 bytes put it half a bank window on, so a row's hi and lo (read by one quarter
     // warp) hit distinct banks; rows of 128 bytes get that from gemm_x_at's swap instead.
@@ -38,7 +37,7 @@ struct GemmStage {
     static constexpr int SB_OFF = W_OFF + BO * WB;
     static constexpr int XS_OFF = SB_OFF + (Q4 ? BO * 8 : 0);
     static constexpr int BYTES = XS_OFF + (Q4 ? GEMM_ROWS * WPL * 4 : 0);
-    static constexpr int THREADS = OW * WO * GEMM_WR * 32;
+    static constexpr int THREADS = OW * GEMM_WR * 32;
 };
 
 // Where 16-byte chunk c of a 128-byte row r sits: odd rows swap neighbouring chunks, so the 8 lanes of a
@@ -50,9 +49,9 @@ __device__ __forceinline__ int gemm_swz(int r, int c) {
 
 // Byte offset in a stage of chunk c of x row r, half `lo` (0 hi, 1 lo): a quarter warp reads one row's hi and lo
 // at the same chunks, so lo rows are swapped as the next row would be.
-template <int WPL, int OW, bool Q4, int WO>
+template <int WPL, int OW, bool Q4>
 __device__ __forceinline__ int gemm_x_at(int r, int c, int lo) {
-    typedef GemmStage<WPL, OW, Q4, WO> St;
+    typedef GemmStage<WPL, OW, Q4> St;
     return (lo ? St::X_LO : 0) + r * (St::GS * 2) + gemm_swz<St::CPR>(r + lo, c) * 16;
 }
 
@@ -60,13 +59,13 @@ __device__ __forceinline__ int gemm_x_at(int r, int c, int lo) {
 // Rows and outputs past the end copy the last valid one (their results are never written). Each thread's chunks
 // are fixed by its index (loops of constant trip counts, unrolled: the address arithmetic is a few integer ops
 // per 16 bytes, not a division each).
-template <int WPL, int OW, bool Q4, typename S, int WO>
+template <int WPL, int OW, bool Q4, typename S>
 __device__ __forceinline__ void gemm_issue(SmemAddr st, int G, const u16* __restrict__ xh,
                                            const u16* __restrict__ xl, const float* __restrict__ xs,
                                            const void* __restrict__ wdata, const typename S::raw* __restrict__ scales,
                                            const typename S::raw* __restrict__ biases, int rt0, int ob, int rows,
                                            int out, int cols) {
-    typedef GemmStage<WPL, OW, Q4, WO> St;
+    typedef GemmStage<WPL, OW, Q4> St;
     constexpr int T = St::THREADS, CPR = St::CPR, WCPR = St::WCPR;
     static_assert(T % CPR == 0 && (GEMM_ROWS * CPR) % T == 0 && T % WCPR == 0, "gemm_issue's chunk split");
     const int tid = threadIdx.x;
@@ -77,8 +76,8 @@ __device__ __forceinline__ void gemm_issue(SmemAddr st, int G, const u16* __rest
         for (int i = 0; i < GEMM_ROWS * CPR / T; ++i) {
             const int r = tid / CPR + i * (T / CPR);
             const size_t at = (size_t)min(rt0 + r, rows - 1) * cols + col;
-            cp_async16(st + gemm_x_at<WPL, OW, Q4, WO>(r, k, 0), xh + at, true);
-            cp_async16(st + gemm_x_at<WPL, OW, Q4, WO>(r, k, 1), xl + at, true);
+            cp_async16(st + gemm_x_at<WPL, OW, Q4>(r, k, 0), xh + at, true);
+            cp_async16(st + gemm_x_at<WPL, OW, Q4>(r, k, 1), xl + at, true);
         }
     }
     {  // weights: chunk tid % WCPR of outputs tid / WCPR + i·T/WCPR
@@ -132,17 +131,17 @@ __device__ __forceinline__ void gemm_word(float (&c)[4], uint4 a0, uint4 a1, uin
 // the A fragments of gemm_word (per m-tile, word step j and half, one 16-byte fragment per lane, in lane order,
 // so a warp's load of them touches each bank once); per output its scale and bias as f32; per row x's group sum
 // (0 + the chunk sums in order, as project_stream_a4 adds them).
-template <int WPL, int OW, typename S, int WO>
+template <int WPL, int OW, typename S>
 __device__ __forceinline__ void gemm_unpack(const unsigned char* st, unsigned char* un, int G, int ob, int out,
                                             int groups, u32 mask) {
-    typedef GemmStage<WPL, OW, true, WO> St;
+    typedef GemmStage<WPL, OW, true> St;
     constexpr int WPO = St::GS / 8;  // words per output per group
     constexpr int T = St::THREADS, ITEMS = St::BO / 16 * 8 * WPO;  // (m-tile, output g < 8, word)
+    static_assert(ITEMS % T == 0 && (St::BO * 2) % T == 0, "gemm_unpack's split");
     const int tid = threadIdx.x;
 #pragma unroll
-    for (int i = 0; i < (ITEMS + T - 1) / T; ++i) {
+    for (int i = 0; i < ITEMS / T; ++i) {
         const int c = tid + i * T, w = c % WPO, g = (c / WPO) % 8, mb = c / (WPO * 8);
-        if (ITEMS % T != 0 && c >= ITEMS) break;
         const unsigned char* q = st + St::W_OFF + (mb * 16 + g) * St::WB + w * 4;
         u32 p[4], p8[4];
         pairs_a4_masked(*reinterpret_cast<const u32*>(q), mask, p);
@@ -155,9 +154,8 @@ __device__ __forceinline__ void gemm_unpack(const unsigned char* st, unsigned ch
     }
     float* sbf = reinterpret_cast<float*>(un + St::BO * WPO * 16);
 #pragma unroll
-    for (int i = 0; i < (St::BO * 2 + T - 1) / T; ++i) {
+    for (int i = 0; i < St::BO * 2 / T; ++i) {
         const int c = tid + i * T;
-        if ((St::BO * 2) % T != 0 && c >= St::BO * 2) break;
         const u32 sub = (u32)(a4_tile_param(min(ob + (c >> 1), out - 1), G, groups) * sizeof(typename S::raw)) & 3u;
         sbf[c] = S::get(*reinterpret_cast<const typename S::raw*>(st + St::SB_OFF + c * 4 + sub));
     }
@@ -171,22 +169,21 @@ __device__ __forceinline__ void gemm_unpack(const unsigned char* st, unsigned ch
 }
 
 // Bytes of gemm_unpack's output.
-template <int WPL, int OW, int WO>
+template <int WPL, int OW>
 __host__ __device__ constexpr int gemm_unpacked_bytes() {
-    return GemmStage<WPL, OW, true, WO>::BO * (WPL * 4 * 16 + 8) + GEMM_ROWS * 4;
+    return GemmStage<WPL, OW, true>::BO * (WPL * 4 * 16 + 8) + GEMM_ROWS * 4;
 }
 
 // y = x Wᵀ for bf16 weights (Q4 false: wdata is [out, cols] bf16, WPL = 2, S unused) or MLX 4-bit codes (wdata
 // is tile-major (a4_tile_code), group 32·WPL, scales and biases of type S). D stages.
-template <int WPL, int OW, bool Q4, typename S, int D, int WO>
+template <int WPL, int OW, bool Q4, typename S, int D>
 __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u16* __restrict__ xl,
                                              const float* __restrict__ xs, const void* __restrict__ wdata,
                                              const typename S::raw* __restrict__ scales,
                                              const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                              int rows, int out, int cols, int nw) {
-    typedef GemmStage<WPL, OW, Q4, WO> St;
-    constexpr int GEMM_MT = 4 / WO;  // m-tiles per warp
-    constexpr int UN = Q4 ? gemm_unpacked_bytes<WPL, OW, WO>() : 0;
+    typedef GemmStage<WPL, OW, Q4> St;
+    constexpr int UN = Q4 ? gemm_unpacked_bytes<WPL, OW>() : 0;
     constexpr int WPO = St::GS / 8;  // 16-byte words per output per group (pairs of 4-bit ones, bf16 ones)
     __shared__ __align__(16) unsigned char smem[D * St::BYTES + UN];
     unsigned char* un = smem + D * St::BYTES;
@@ -201,7 +198,7 @@ __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u
 #pragma unroll
     for (int s = 0; s < D - 1; ++s) {
         if (s < groups) {
-            gemm_issue<WPL, OW, Q4, S, WO>(smem_s + s * St::BYTES, iG, xh, xl, xs, wdata, scales, biases, rt0, ob, rows,
+            gemm_issue<WPL, OW, Q4, S>(smem_s + s * St::BYTES, iG, xh, xl, xs, wdata, scales, biases, rt0, ob, rows,
                                        out, cols);
             iG += nw;
             if (iG >= groups) iG = ++ir;
@@ -223,7 +220,7 @@ __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u
         cp_async_wait<D - 2>();  // group s has landed for this thread ...
         __syncthreads();         // ... and for all; every warp is done with group s − 1's slot (and `un`)
         if (s + D - 1 < groups) {
-            gemm_issue<WPL, OW, Q4, S, WO>(smem_s + ((unsigned)(s + D - 1) % D) * St::BYTES, iG, xh, xl, xs, wdata,
+            gemm_issue<WPL, OW, Q4, S>(smem_s + ((unsigned)(s + D - 1) % D) * St::BYTES, iG, xh, xl, xs, wdata,
                                        scales, biases, rt0, ob, rows, out, cols);
             iG += nw;
             if (iG >= groups) iG = ++ir;
@@ -231,7 +228,7 @@ __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u
         cp_async_commit();
         const unsigned char* st = smem + ((unsigned)s % D) * St::BYTES;
         if constexpr (Q4) {
-            gemm_unpack<WPL, OW, S, WO>(st, un, cG, ob, out, groups, mask);
+            gemm_unpack<WPL, OW, S>(st, un, cG, ob, out, groups, mask);
             __syncthreads();
 #pragma unroll
             for (int m = 0; m < GEMM_MT; ++m)
@@ -246,7 +243,7 @@ __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u
 #pragma unroll
             for (int n = 0; n < GEMM_NT; ++n) {
                 const int r = wr * (GEMM_NT * TILE_ROWS) + n * TILE_ROWS + (g >> 1);
-                b[n] = *reinterpret_cast<const uint4*>(st + gemm_x_at<WPL, OW, Q4, WO>(r, t * WPL + j, g & 1));
+                b[n] = *reinterpret_cast<const uint4*>(st + gemm_x_at<WPL, OW, Q4>(r, t * WPL + j, g & 1));
             }
 #pragma unroll
             for (int m = 0; m < GEMM_MT; ++m) {
@@ -324,15 +321,15 @@ __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u
             }
 }
 
-// WO = 1: 4 warps of 64 outputs × 16 rows each, 168 registers for 3 blocks an SM (call 47: 2k prefill of the 27B
-// MLX4 shape 1,590 tok/s with 4 warps at 2 blocks an SM, 1,460 with 8 warps of 32 outputs).
+// 168 registers for 3 blocks an SM (call 47: 2k prefill of the 27B MLX4 shape 1,590 tok/s at 2 blocks an SM, and
+// 1,460 with 8 warps of 32 outputs × 16 rows a block; call 48: 1,675 at 3).
 #define GEMM_A4(WPL, NAME, S, D)                                                                                 \
     extern "C" __global__ void __launch_bounds__(128, 3)                                                          \
         project_gemm_a4_g##WPL##_##NAME(const u16* xh, const u16* xl, const float* xs, const u32* codes,          \
                                         const S::raw* scales, const S::raw* biases, float* y, int rows, int out, \
                                         int cols, int nw) {                                                      \
         kernel_entry();                                                                                          \
-        project_gemm<WPL, 1, true, S, D, 1>(xh, xl, xs, codes, scales, biases, y, rows, out, cols, nw);           \
+        project_gemm<WPL, 1, true, S, D>(xh, xl, xs, codes, scales, biases, y, rows, out, cols, nw);           \
     }
 #define GEMM_A4_ALL(WPL, D) GEMM_A4(WPL, f32, F32T, D) GEMM_A4(WPL, f16, F16T, D) GEMM_A4(WPL, bf16, BF16T, D)
 // Shared memory per block: D stages × (16 KB·WPL of x + 2.5 KB·WPL of weights and sums) + 8.8 KB·WPL unpacked,
@@ -344,5 +341,5 @@ GEMM_A4_ALL(2, 2)
 extern "C" __global__ void __launch_bounds__(128, 3)
     project_gemm_bf16(const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out, int cols, int nw) {
     kernel_entry();
-    project_gemm<2, 1, false, F32T, 2, 1>(xh, xl, nullptr, w, nullptr, nullptr, y, rows, out, cols, nw);
+    project_gemm<2, 1, false, F32T, 2>(xh, xl, nullptr, w, nullptr, nullptr, y, rows, out, cols, nw);
 }
