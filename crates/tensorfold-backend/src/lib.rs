@@ -119,15 +119,23 @@ pub trait Backend: Send + Sync + 'static {
     fn rms_norm(&self, x: &Self::Act, w: &Self::Vector, eps: f32) -> Self::Act;
     /// y = x Wᵀ.
     fn project(&self, x: &Self::Act, w: &Self::Matrix) -> Self::Act;
-    /// x W₁ᵀ and x W₂ᵀ of one input (gate and up, k and v, b and a): the bits of two `project` calls (a device may
-    /// run both in one launch).
+    /// x Wᵢᵀ for each of `ws`, matrices of one input (qkv, z, b and a; q, k and v; gate and up): the bits of one
+    /// `project` call each (a device may run them in one launch).
+    fn project_many(&self, x: &Self::Act, ws: &[&Self::Matrix]) -> Vec<Self::Act> {
+        ws.iter().map(|w| self.project(x, w)).collect()
+    }
+    /// `project_many` of two matrices.
     fn project_pair(
         &self,
         x: &Self::Act,
         w1: &Self::Matrix,
         w2: &Self::Matrix,
     ) -> (Self::Act, Self::Act) {
-        (self.project(x, w1), self.project(x, w2))
+        let mut ys = self.project_many(x, &[w1, w2]).into_iter();
+        match (ys.next(), ys.next()) {
+            (Some(y1), Some(y2)) => (y1, y2),
+            _ => unreachable!("project_many gives one output per matrix"),
+        }
     }
     fn add_assign(&self, x: &mut Self::Act, y: &Self::Act);
     /// x += y, then the RMSNorm of the new x: the bits of `add_assign` then `rms_norm` (a device may do both in

@@ -162,14 +162,14 @@ __device__ __forceinline__ void tile_rows(int (&xrow)[NT], int rt0, int rows) {
 
 // bf16 weights [out, cols], cols % 64 == 0: the warps take 64-column groups (two words per lane) in turn.
 template <int NT>
-__device__ __forceinline__ void project_mma_bf16(const u16* __restrict__ xh, const u16* __restrict__ xl,
+__device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const u16* __restrict__ w, float* __restrict__ y, int rows,
                                                  int out, int cols) {
     constexpr int U = 1;  // groups loaded before computing (more was slower on the H200: BENCHMARKS.md §7)
     __shared__ float red[MMA_MAXW * NT * 64];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
+    const int o0 = tile * MMA_OUT, rt0 = blockIdx.y * NT;
     int xrow[NT];
     tile_rows<NT>(xrow, rt0, rows);
     const u16* xp = lane_half(xh, xl);
@@ -319,12 +319,29 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
     finish_tiles<NT>(acc, y, rows, out, o0, rt0, red);
 }
 
+// Launches of several matrices sharing x (project.rs project_many): which of up to four a block takes, given
+// the blocks where the second, third and fourth start (ascending; INT_MAX when absent), and that matrix's value
+// of a per-matrix argument.
+__device__ __forceinline__ int job_of(int start1, int start2, int start3) {
+    const int b = blockIdx.x;
+    return (b >= start1) + (b >= start2) + (b >= start3);
+}
+template <typename T>
+__device__ __forceinline__ T job_pick(int j, T a, T b, T c, T d) {
+    return j == 0 ? a : j == 1 ? b : j == 2 ? c : d;
+}
+// One matrix's arguments: 4-bit codes, scales, biases, output and output count; bf16 weights, output and count.
+#define A4_JOB(S, J) const u32 *codes##J, const S::raw *scales##J, const S::raw *biases##J, float *y##J, int out##J
+#define BF16_JOB(J) const u16 *w##J, float *y##J, int out##J
+
 #define MMA_BF16(NT)                                                                                             \
     extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
-        project_mma_bf16_nt##NT(const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out,          \
-                                int cols) {                                                                       \
+        project_mma_bf16_nt##NT(const u16* xh, const u16* xl, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),  \
+                                int start2, BF16_JOB(3), int start3, int rows, int cols) {                        \
         kernel_entry();                                                                                           \
-        project_mma_bf16<NT>(xh, xl, w, y, rows, out, cols);                                                      \
+        const int j = job_of(start1, start2, start3);                                                             \
+        project_mma_bf16<NT>(blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, job_pick(j, w0, w1, w2, w3), \
+                             job_pick(j, y0, y1, y2, y3), rows, job_pick(j, out0, out1, out2, out3), cols);       \
     }
 MMA_BF16(1)
 MMA_BF16(2)

@@ -98,6 +98,17 @@ __host__ __device__ constexpr int stream_warps() {
     return 16 * D * StreamStage<WPL, MT>::BYTES <= 47 * 1024 ? 16 : 8;
 }
 
+// Launch bounds by the row tiles NT and output tiles MT of a block: the largest rounds' kernel (4 × 2) must keep 2
+// blocks an SM (its arguments for several matrices took ptxas to 134 registers, one block); the others are left to
+// ptxas, which asked for a block count chose more registers (the 16-row kernel 96 instead of 80, 2 blocks an SM
+// instead of 3, and 16-row rounds ran 18% slower: call 52).
+#define STREAM_BOUNDS_1_1(...) __launch_bounds__(__VA_ARGS__)
+#define STREAM_BOUNDS_2_1(...) __launch_bounds__(__VA_ARGS__)
+#define STREAM_BOUNDS_4_1(...) __launch_bounds__(__VA_ARGS__)
+#define STREAM_BOUNDS_1_2(...) __launch_bounds__(__VA_ARGS__)
+#define STREAM_BOUNDS_2_2(...) __launch_bounds__(__VA_ARGS__)
+#define STREAM_BOUNDS_4_2(...) __launch_bounds__((__VA_ARGS__), 2)
+
 // A lane's share of the copies of its warp's groups, in order: per 16-byte chunk of codes its next source, and
 // for lanes below MT·PCH one 16-byte chunk of a tile's scales or biases; each `issue` copies one group and steps
 // to the warp's next (nw groups on). Tiles past the last read the last tile (valid addresses, no per-copy
@@ -274,20 +285,23 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     }
 }
 
-// Each kernel projects x by one matrix, or by two of the same shape in one launch (a pair sharing x, e.g. gate and
-// up): blocks from `split` on take the second (codes2 … y2) with the same tiles, so each output gets the bits of
-// its own launch. One matrix: split = the grid's width.
+// Each kernel projects x by up to four matrices of one kernel family and column count that share it (qkv, z, b
+// and a; q, k and v; gate and up): blocks from start1 on take the second matrix, from start2 the third, from
+// start3 the fourth (INT_MAX: no such matrix), each with the tiles it has alone, so each output gets the bits of
+// its own launch (a launch costs ~5 µs of a decode round however small its matrix: BENCHMARKS.md §7).
 #define STREAM_A4(NT, WPL, NAME, S, D, MT)                                                                       \
-    extern "C" __global__ void __launch_bounds__(stream_warps<WPL, D, MT>() * 32)                                 \
+    extern "C" __global__ void STREAM_BOUNDS_##NT##_##MT(stream_warps<WPL, D, MT>() * 32)    \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT(                                                \
-            const u16* xh, const u16* xl, const float* xs, const u32* codes, const S::raw* scales,               \
-            const S::raw* biases, float* y, const u32* codes2, const S::raw* scales2, const S::raw* biases2,    \
-            float* y2, int split, int rows, int out, int cols, int early) {                                      \
+            const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2), \
+            int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early) {                               \
         entry_after_weights();                                                                                   \
-        const bool second = (int)blockIdx.x >= split;                                                            \
-        project_stream_a4<NT, WPL, S, D, MT>(second ? blockIdx.x - split : blockIdx.x, xh, xl, xs,               \
-                                             second ? codes2 : codes, second ? scales2 : scales,                 \
-                                             second ? biases2 : biases, second ? y2 : y, rows, out, cols, early); \
+        const int j = job_of(start1, start2, start3);                                                            \
+        project_stream_a4<NT, WPL, S, D, MT>(blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,    \
+                                             job_pick(j, codes0, codes1, codes2, codes3),                        \
+                                             job_pick(j, scales0, scales1, scales2, scales3),                    \
+                                             job_pick(j, biases0, biases1, biases2, biases3),                    \
+                                             job_pick(j, y0, y1, y2, y3), rows,                                  \
+                                             job_pick(j, out0, out1, out2, out3), cols, early);                  \
     }
 #define STREAM_A4_NT(WPL, NAME, S, D, MT) \
     STREAM_A4(1, WPL, NAME, S, D, MT) STREAM_A4(2, WPL, NAME, S, D, MT) STREAM_A4(4, WPL, NAME, S, D, MT)

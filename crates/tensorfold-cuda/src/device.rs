@@ -43,6 +43,8 @@ pub struct Dev {
     pub info: String,
     /// Recycled buffers for activations and temporaries (`scratch`); None with TENSORFOLD_CUDA_POOL=0.
     pool: Option<Arc<ScratchPool>>,
+    /// Kernels launched so far (the backend-ops test checks which ops share launches).
+    pub launches: std::sync::atomic::AtomicUsize,
 }
 
 /// Panics with a clear message on a device error inside an op (the Backend ops have no error channel; a failed
@@ -115,6 +117,7 @@ impl Dev {
             pinned: Mutex::new(None),
             profile: crate::profile::Profiler::from_env(),
             info,
+            launches: Default::default(),
         })
     }
 
@@ -132,9 +135,24 @@ impl Dev {
         block: u32,
         args: &[Arg],
     ) {
+        for _ in 0..launch_copies(name) {
+            self.launch_once(name, label, grid, block, args);
+        }
+    }
+
+    fn launch_once(
+        &self,
+        name: &str,
+        label: Option<&str>,
+        grid: (u32, u32, u32),
+        block: u32,
+        args: &[Arg],
+    ) {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
             return;
         }
+        self.launches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let f = self
             .funcs
             .get(name)
@@ -380,6 +398,24 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), String> {
         .map_err(|e| format!("memory pool release threshold: {e:?}"))?;
     }
     Ok(())
+}
+
+/// How many times kernel `name` is launched: twice when its name starts with one of the comma-separated prefixes
+/// of `TENSORFOLD_CUDA_TWICE`, a timing ablation (a round's time grows by the kernels' cost in the chain of
+/// dependent launches; in-place kernels then compute wrong values, so never for results), else once.
+fn launch_copies(name: &str) -> usize {
+    static PREFIXES: OnceLock<Vec<String>> = OnceLock::new();
+    let prefixes = PREFIXES.get_or_init(|| {
+        std::env::var("TENSORFOLD_CUDA_TWICE")
+            .map(|v| {
+                v.split(',')
+                    .filter(|p| !p.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    1 + prefixes.iter().any(|p| name.starts_with(p.as_str())) as usize
 }
 
 /// Whether kernels are launched with programmatic dependent launch (see kernel_entry in common.cu): on unless

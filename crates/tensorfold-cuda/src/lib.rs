@@ -117,6 +117,11 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
+    /// Kernels launched so far: for the self-test's checks that ops share launches.
+    pub(crate) fn launches(&self) -> usize {
+        self.dev.launches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A projection with the 4-bit weight stream's pipeline depth given (0 = direct loads), whatever the
     /// process default: for the self-test, which checks that every depth gives the same bits.
     pub(crate) fn project_staged(&self, x: &CudaAct, w: &CudaMatrix, stages: usize) -> CudaAct {
@@ -205,8 +210,8 @@ impl Backend for CudaBackend {
     fn project(&self, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
         project::project(&self.dev, x, w)
     }
-    fn project_pair(&self, x: &CudaAct, w1: &CudaMatrix, w2: &CudaMatrix) -> (CudaAct, CudaAct) {
-        project::project_pair(&self.dev, x, w1, w2)
+    fn project_many(&self, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<CudaAct> {
+        project::project_many(&self.dev, x, ws)
     }
     fn add_assign(&self, x: &mut CudaAct, y: &CudaAct) {
         ops::add_assign(&self.dev, x, y)

@@ -39,7 +39,7 @@ pub(crate) fn project_layout(
         if let Some(name) = gemm_kernel(&kernel).filter(|_| gemm) {
             return project_gemm(dev, x, w, &name);
         }
-        return project_mma(dev, x, w, None, &kernel, stages).0;
+        return project_mma(dev, x, &[w], &kernel, stages).remove(0);
     }
     let y = new_act(dev, rows, out_f);
     let grid = (blocks(out_f, PW * OPW) * blocks(rows, RT), 1, 1);
@@ -115,7 +115,7 @@ pub(crate) const STREAM_AUTO: usize = 1;
 ///   of 128 always get 4 stages of one tile). Stages and tiles only move bytes: every layout gives the direct
 ///   kernel's bits for the same warps (the self-test checks each), so even choosing them by the row count keeps
 ///   a row's bits independent of its round.
-/// - The most warps a block of a matrix with more outputs than `TENSORFOLD_CUDA_MMA_WIDE` (default 1024) splits
+/// - The most warps a block of a matrix with more outputs than `TENSORFOLD_CUDA_MMA_WIDE` (default 0) splits
 ///   the columns over (`TENSORFOLD_CUDA_MMA_WARPS`, 1..=16, default 8; smaller matrices take up to 16). The
 ///   warps change the bits, so they depend on the matrix alone.
 ///
@@ -137,7 +137,7 @@ fn mma_layout() -> (usize, usize, usize, Option<usize>) {
             _ => STREAM_AUTO,
         };
         let warps = var("TENSORFOLD_CUDA_MMA_WARPS").unwrap_or(8).clamp(1, 16);
-        let wide = var("TENSORFOLD_CUDA_MMA_WIDE").unwrap_or(1024);
+        let wide = var("TENSORFOLD_CUDA_MMA_WIDE").unwrap_or(0);
         let nt = var("TENSORFOLD_CUDA_MMA_NT").filter(|n| matches!(n, 1 | 2 | 4));
         (stages, warps, wide, nt)
     })
@@ -171,10 +171,11 @@ fn mma_kernel(w: &CudaMatrix) -> Option<String> {
 }
 
 /// The decode kernels' warps per block for a matrix: how many ways its column groups are split (a number of the
-/// shape alone). Enough warps that a decode projection has many groups in flight; matrices of few outputs have
-/// few blocks, so their warps get fewer groups each (16 warps at most, for up to 1024 outputs). Nsight Compute
-/// (call 26) found a 1-row 27B down projection (320 blocks of 8 warps) waiting on memory at 19 warps an SM;
-/// 16 warps for matrices of up to 8192 outputs (`TENSORFOLD_CUDA_MMA_WIDE=8192`) was slower still (call 27).
+/// shape alone): a quarter of its groups, at most `TENSORFOLD_CUDA_MMA_WARPS` (default 8; 16 for matrices of at
+/// most `TENSORFOLD_CUDA_MMA_WIDE` outputs, default 0). Matrices sharing an input then take the same warps and
+/// share one launch (project_many). Nsight Compute (call 26) found a 1-row 27B down projection (320 blocks of 8 warps)
+/// waiting on memory at 19 warps an SM; 16 warps for matrices of up to 8192 outputs was slower still (call 27).
+/// Matrices of up to 1024 outputs took 16 warps until small ones shared the launches of large ones.
 fn mma_warps(w: &CudaMatrix) -> usize {
     let (_, warps, wide, _) = mma_layout();
     let max_warps = if w.rows() <= wide { 16 } else { warps };
@@ -346,44 +347,83 @@ fn tensor_core_args(dev: &Dev, x: &CudaAct, w: &CudaMatrix, y: &CudaAct) -> Vec<
     args
 }
 
-/// y = x Wᵀ on tensor cores (see mma_plan), and x W₂ᵀ by the same launch when `w2` (of W's shape) is given and
-/// the kernel is a streamed one.
+/// Most matrices one launch of the streamed or bf16 tensor-core kernels takes (project_stream.cu STREAM_A4).
+const MAX_JOBS: usize = 4;
+
+/// x Wᵢᵀ for each of `ws` on tensor cores (see mma_plan): one launch for all of them when their plans name one
+/// kernel of a family that takes several matrices (the weight stream, bf16 weights), else one launch each.
 fn project_mma(
     dev: &Dev,
     x: &CudaAct,
-    w: &CudaMatrix,
-    w2: Option<&CudaMatrix>,
+    ws: &[&CudaMatrix],
     kernel: &str,
     stages: usize,
-) -> (CudaAct, Option<CudaAct>) {
-    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
-    let plan = mma_plan(rows, w, kernel, stages);
-    let w2 = w2.filter(|_| plan.streamed);
-    let y = new_act(dev, rows, out_f);
-    let y2 = w2.map(|_| new_act(dev, rows, out_f));
-    let mut args = tensor_core_args(dev, x, w, &y);
-    let mut grid = plan.grid;
-    if plan.streamed {
-        // The second matrix's blocks follow the first's (one matrix: the first's arguments again, never read).
-        args.extend(weight_args(dev, w2.unwrap_or(w)));
-        args.push(Arg::P(dev.ptr(&y2.as_ref().unwrap_or(&y).buf)));
-        args.push(Arg::I(grid.0 as i32));
-        if w2.is_some() {
-            grid.0 *= 2;
-        }
+) -> Vec<CudaAct> {
+    let (rows, cols) = (x.rows, ws[0].cols());
+    let plans: Vec<MmaPlan> = ws
+        .iter()
+        .map(|w| mma_plan(rows, w, kernel, stages))
+        .collect();
+    let plan = &plans[0];
+    let bf16 = kernel == "project_mma_bf16";
+    let jobs = plan.streamed || bf16;
+    let shared = ws.len() <= MAX_JOBS
+        && plans
+            .iter()
+            .all(|p| p.name == plan.name && p.warps == plan.warps && p.grid.1 == plan.grid.1);
+    if ws.len() > 1 && !(jobs && shared) {
+        return ws
+            .iter()
+            .flat_map(|w| project_mma(dev, x, &[w], kernel, stages))
+            .collect();
     }
-    args.extend([
-        Arg::I(rows as i32),
-        Arg::I(out_f as i32),
-        Arg::I(cols as i32),
-    ]);
-    if plan.streamed {
-        args.push(Arg::I(stream_early() as i32));
+    let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
+    let p = prepared(dev, x);
+    let mut args = vec![Arg::P(dev.ptr(&p.hi)), Arg::P(dev.ptr(&p.lo))];
+    if !bf16 {
+        args.push(Arg::P(dev.ptr(&p.sums)));
+    }
+    let mut grid = plan.grid;
+    if jobs {
+        // Matrix j's blocks follow those of the matrices before it; absent ones repeat the first's arguments and
+        // start at i32::MAX, so no block takes them.
+        grid.0 = 0;
+        for j in 0..MAX_JOBS {
+            let (w, y) = match ws.get(j) {
+                Some(w) => (*w, &ys[j]),
+                None => (ws[0], &ys[0]),
+            };
+            args.extend(weight_args(dev, w));
+            args.push(Arg::P(dev.ptr(&y.buf)));
+            args.push(Arg::I(w.rows() as i32));
+            if j > 0 {
+                args.push(Arg::I(if j < ws.len() {
+                    grid.0 as i32
+                } else {
+                    i32::MAX
+                }));
+            }
+            if j < ws.len() {
+                grid.0 += plans[j].grid.0;
+            }
+        }
+        args.extend([Arg::I(rows as i32), Arg::I(cols as i32)]);
+        if plan.streamed {
+            args.push(Arg::I(stream_early() as i32));
+        }
+    } else {
+        args.extend(weight_args(dev, ws[0]));
+        args.push(Arg::P(dev.ptr(&ys[0].buf)));
+        args.extend([
+            Arg::I(rows as i32),
+            Arg::I(ws[0].rows() as i32),
+            Arg::I(cols as i32),
+        ]);
     }
     // Profiled per shape, so the profile gives each matrix's bandwidth.
     let label = dev.profile.enabled.then(|| {
-        let pair = if w2.is_some() { " pair" } else { "" };
-        format!("{} {out_f}x{cols}{pair}", plan.name)
+        let shapes: Vec<String> = ws.iter().map(|w| format!("{}x{cols}", w.rows())).collect();
+        format!("{} {}", plan.name, shapes.join("+"))
     });
     dev.launch_as(
         &plan.name,
@@ -392,38 +432,63 @@ fn project_mma(
         (plan.warps * 32) as u32,
         &args,
     );
-    (y, y2)
+    ys
 }
 
-/// x W₁ᵀ and x W₂ᵀ: one launch when both are 4-bit matrices of one shape and format on a streamed kernel, each
-/// output with the bits of its own `project`; otherwise one projection each.
-pub(crate) fn project_pair(
-    dev: &Dev,
-    x: &CudaAct,
-    w1: &CudaMatrix,
-    w2: &CudaMatrix,
-) -> (CudaAct, CudaAct) {
-    // One kernel family (format, group size, scale dtype) and one shape: the same tiles and warps for both.
-    let kernel = mma_kernel(w1).filter(|k| {
-        pair_enabled()
-            && mma_kernel(w2).as_ref() == Some(k)
-            && (w1.rows(), w1.cols()) == (w2.rows(), w2.cols())
+/// Most rows a call may have for all its matrices to share launches (project_many; `TENSORFOLD_CUDA_MANY_ROWS`
+/// sets it for same-run comparisons, the bits are the same). Call 51 (27B MLX4): one launch for qkv, z, b and a
+/// and one for q, k and v took 1-row rounds to 7.11 ms from 7.61.
+pub(crate) fn many_rows() -> usize {
+    static ROWS: OnceLock<usize> = OnceLock::new();
+    *ROWS.get_or_init(|| {
+        std::env::var("TENSORFOLD_CUDA_MANY_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8)
+    })
+}
+
+/// x Wᵢᵀ for each of `ws` (matrices sharing the input, e.g. qkv, z, b and a): tensor-core matrices of one kernel
+/// family, column count and warps share launches of up to four, each output with the bits of its own `project`;
+/// above `many_rows` rows only runs of neighbours of one shape share (b and a; k and v; gate and up). Prompt rows
+/// and every other matrix take one launch each.
+pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<CudaAct> {
+    let kernel = mma_kernel(ws[0]).filter(|k| {
+        many_enabled()
+            && ws.iter().all(|w| {
+                mma_kernel(w).as_ref() == Some(k)
+                    && w.cols() == ws[0].cols()
+                    && mma_warps(w) == mma_warps(ws[0])
+            })
     });
     // Prompt rows take the prompt kernel, one launch per matrix.
     let kernel = kernel.filter(|k| !(gemm_for(x.rows) && gemm_kernel(k).is_some()));
-    let Some(kernel) = kernel else {
-        return (project(dev, x, w1), project(dev, x, w2));
+    let Some(kernel) = kernel.filter(|_| ws.len() > 1) else {
+        return ws.iter().map(|w| project(dev, x, w)).collect();
     };
     assert_eq!(
         x.cols,
-        w1.cols(),
+        ws[0].cols(),
         "project: x has {} columns, W has {}",
         x.cols,
-        w1.cols()
+        ws[0].cols()
     );
-    // A layout that is not streamed (bf16 weights, direct loads) has projected w1 alone.
-    let (y1, y2) = project_mma(dev, x, w1, Some(w2), &kernel, mma_layout().0);
-    (y1, y2.unwrap_or_else(|| project(dev, x, w2)))
+    let shape = |w: &CudaMatrix| (w.rows(), w.cols());
+    let mut ys = Vec::with_capacity(ws.len());
+    let mut rest = ws;
+    while !rest.is_empty() {
+        let run = if x.rows <= many_rows() {
+            rest.len()
+        } else {
+            rest.iter()
+                .take_while(|w| shape(w) == shape(rest[0]))
+                .count()
+        }
+        .min(MAX_JOBS);
+        ys.extend(project_mma(dev, x, &rest[..run], &kernel, mma_layout().0));
+        rest = &rest[run..];
+    }
+    ys
 }
 
 /// Whether the 4-bit weight stream copies its first stages before the previous kernel is done (project_stream.cu;
@@ -433,9 +498,9 @@ fn stream_early() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_EARLY").map_or(true, |v| v != "0"))
 }
 
-/// Whether pairs of matrices sharing an input may share a launch (`TENSORFOLD_CUDA_PAIR=0`: two launches, for
+/// Whether matrices sharing an input may share a launch (`TENSORFOLD_CUDA_PAIR=0`: one launch each, for
 /// before/after measurements in one run; the bits are the same).
-fn pair_enabled() -> bool {
+fn many_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_PAIR").map_or(true, |v| v != "0"))
 }

@@ -214,8 +214,8 @@ impl<B: Backend> Mtp<B> {
         be.add_assign(&mut u, &be.project(&hh, &self.fc_hidden));
         let a = be.rms_norm(&u, &self.input_norm, eps);
         let mut kv: Vec<&mut B::KvState> = slots.iter_mut().map(|s| &mut s.kv).collect();
-        let (k, v) = be.project_pair(&a, &self.k, &self.v);
-        let y = be.gated_attention(&self.attn, &be.project(&a, &self.q), &k, &v, rows, &mut kv);
+        let p = be.project_many(&a, &[&self.q, &self.k, &self.v]);
+        let y = be.gated_attention(&self.attn, &p[0], &p[1], &p[2], rows, &mut kv);
         be.add_assign(&mut u, &be.project(&y, &self.o));
         let m = be.rms_norm(&u, &self.post_norm, eps);
         let (gate, up) = be.project_pair(&m, &self.gate, &self.up);

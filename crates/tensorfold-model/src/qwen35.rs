@@ -284,24 +284,15 @@ impl<B: Backend> Qwen35<B> {
                 Mixer::Linear(l) => {
                     let mut st: Vec<&mut B::LinearState> =
                         slots.iter_mut().map(|s| s.layers[li].linear()).collect();
-                    let (b, a) = be.project_pair(&u, &l.b, &l.a);
-                    let y = be.gated_deltanet(
-                        &l.params,
-                        &be.project(&u, &l.qkv),
-                        &be.project(&u, &l.z),
-                        &b,
-                        &a,
-                        rows,
-                        &mut st,
-                    );
+                    let p = be.project_many(&u, &[&l.qkv, &l.z, &l.b, &l.a]);
+                    let y = be.gated_deltanet(&l.params, &p[0], &p[1], &p[2], &p[3], rows, &mut st);
                     be.project(&y, &l.out)
                 }
                 Mixer::Attn(l) => {
                     let mut st: Vec<&mut B::KvState> =
                         slots.iter_mut().map(|s| s.layers[li].kv()).collect();
-                    let (k, v) = be.project_pair(&u, &l.k, &l.v);
-                    let y =
-                        be.gated_attention(&l.params, &be.project(&u, &l.q), &k, &v, rows, &mut st);
+                    let p = be.project_many(&u, &[&l.q, &l.k, &l.v]);
+                    let y = be.gated_attention(&l.params, &p[0], &p[1], &p[2], rows, &mut st);
                     be.project(&y, &l.o)
                 }
             };
