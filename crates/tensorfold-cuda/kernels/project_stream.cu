@@ -98,16 +98,16 @@ __host__ __device__ constexpr int stream_warps() {
     return 16 * D * StreamStage<WPL, MT>::BYTES <= 47 * 1024 ? 16 : 8;
 }
 
-// Launch bounds by the row tiles NT and output tiles MT of a block: the largest rounds' kernel (4 × 2) must keep 2
-// blocks an SM (its arguments for several matrices took ptxas to 134 registers, one block); the others are left to
-// ptxas, which asked for a block count chose more registers (the 16-row kernel 96 instead of 80, 2 blocks an SM
-// instead of 3, and 16-row rounds ran 18% slower: call 52).
-#define STREAM_BOUNDS_1_1(...) __launch_bounds__(__VA_ARGS__)
-#define STREAM_BOUNDS_2_1(...) __launch_bounds__(__VA_ARGS__)
-#define STREAM_BOUNDS_4_1(...) __launch_bounds__(__VA_ARGS__)
-#define STREAM_BOUNDS_1_2(...) __launch_bounds__(__VA_ARGS__)
-#define STREAM_BOUNDS_2_2(...) __launch_bounds__(__VA_ARGS__)
-#define STREAM_BOUNDS_4_2(...) __launch_bounds__((__VA_ARGS__), 2)
+// The blocks an SM must hold (launch bounds; 0 leaves it to ptxas), by the group words WPL, row tiles NT and output
+// tiles MT of a block, each the faster of two measured (calls 52 and 54, 27B MLX4): where a block takes at most 2
+// tiles of groups of up to 64, 1 (the 1-row kernel then takes 64 registers instead of 58, and 1-row rounds ran
+// 7.01 ms against 7.29); at 4 tiles, none (told 1 block, the 16-row kernel took 96 registers instead of 80, 2
+// blocks an SM instead of 3, and 16-row rounds ran 18.7 ms against 15.8); at 8 (the largest rounds'), 2 (left
+// alone, 134 registers, 1 block). Groups of 128 keep ptxas's choice (not measured).
+template <int WPL, int NT, int MT>
+__host__ __device__ constexpr int stream_min_blocks() {
+    return NT * MT >= 8 ? 2 : NT * MT <= 2 && WPL <= 2 ? 1 : 0;
+}
 
 // A lane's share of the copies of its warp's groups, in order: per 16-byte chunk of codes its next source, and
 // for lanes below MT·PCH one 16-byte chunk of a tile's scales or biases; each `issue` copies one group and steps
@@ -290,7 +290,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 // start3 the fourth (INT_MAX: no such matrix), each with the tiles it has alone, so each output gets the bits of
 // its own launch (a launch costs ~5 µs of a decode round however small its matrix: BENCHMARKS.md §7).
 #define STREAM_A4(NT, WPL, NAME, S, D, MT)                                                                       \
-    extern "C" __global__ void STREAM_BOUNDS_##NT##_##MT(stream_warps<WPL, D, MT>() * 32)    \
+    extern "C" __global__ void __launch_bounds__(stream_warps<WPL, D, MT>() * 32, stream_min_blocks<WPL, NT, MT>())    \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT(                                                \
             const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2), \
             int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early) {                               \

@@ -436,15 +436,15 @@ fn project_mma(
 }
 
 /// Most rows a call may have for all its matrices to share launches (project_many; `TENSORFOLD_CUDA_MANY_ROWS`
-/// sets it for same-run comparisons, the bits are the same). Call 51 (27B MLX4): one launch for qkv, z, b and a
-/// and one for q, k and v took 1-row rounds to 7.11 ms from 7.61.
+/// sets it for same-run comparisons, the bits are the same). 27B MLX4: one launch for qkv, z, b and a and one for
+/// q, k and v took 1-row rounds to 7.11 ms from 7.61 (call 51), 16-row rounds to 15.4 from 15.7 (call 54).
 pub(crate) fn many_rows() -> usize {
     static ROWS: OnceLock<usize> = OnceLock::new();
     *ROWS.get_or_init(|| {
         std::env::var("TENSORFOLD_CUDA_MANY_ROWS")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(8)
+            .unwrap_or(16)
     })
 }
 
