@@ -9,6 +9,10 @@ use crate::ops::{
 use std::sync::OnceLock;
 use tensorfold_core::DenseDType;
 
+#[path = "project_many.rs"]
+mod many;
+pub(crate) use many::{many_rows, project_many};
+
 pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
     project_staged(dev, x, w, mma_layout().0)
 }
@@ -435,74 +439,11 @@ fn project_mma(
     ys
 }
 
-/// Most rows a call may have for all its matrices to share launches (project_many; `TENSORFOLD_CUDA_MANY_ROWS`
-/// sets it for same-run comparisons, the bits are the same). 27B MLX4: one launch for qkv, z, b and a and one for
-/// q, k and v took 1-row rounds to 7.11 ms from 7.61 (call 51), 16-row rounds to 15.4 from 15.7 (call 54).
-pub(crate) fn many_rows() -> usize {
-    static ROWS: OnceLock<usize> = OnceLock::new();
-    *ROWS.get_or_init(|| {
-        std::env::var("TENSORFOLD_CUDA_MANY_ROWS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(16)
-    })
-}
-
-/// x Wᵢᵀ for each of `ws` (matrices sharing the input, e.g. qkv, z, b and a): tensor-core matrices of one kernel
-/// family, column count and warps share launches of up to four, each output with the bits of its own `project`;
-/// above `many_rows` rows only runs of neighbours of one shape share (b and a; k and v; gate and up). Prompt rows
-/// and every other matrix take one launch each.
-pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<CudaAct> {
-    let kernel = mma_kernel(ws[0]).filter(|k| {
-        many_enabled()
-            && ws.iter().all(|w| {
-                mma_kernel(w).as_ref() == Some(k)
-                    && w.cols() == ws[0].cols()
-                    && mma_warps(w) == mma_warps(ws[0])
-            })
-    });
-    // Prompt rows take the prompt kernel, one launch per matrix.
-    let kernel = kernel.filter(|k| !(gemm_for(x.rows) && gemm_kernel(k).is_some()));
-    let Some(kernel) = kernel.filter(|_| ws.len() > 1) else {
-        return ws.iter().map(|w| project(dev, x, w)).collect();
-    };
-    assert_eq!(
-        x.cols,
-        ws[0].cols(),
-        "project: x has {} columns, W has {}",
-        x.cols,
-        ws[0].cols()
-    );
-    let shape = |w: &CudaMatrix| (w.rows(), w.cols());
-    let mut ys = Vec::with_capacity(ws.len());
-    let mut rest = ws;
-    while !rest.is_empty() {
-        let run = if x.rows <= many_rows() {
-            rest.len()
-        } else {
-            rest.iter()
-                .take_while(|w| shape(w) == shape(rest[0]))
-                .count()
-        }
-        .min(MAX_JOBS);
-        ys.extend(project_mma(dev, x, &rest[..run], &kernel, mma_layout().0));
-        rest = &rest[run..];
-    }
-    ys
-}
-
 /// Whether the 4-bit weight stream copies its first stages before the previous kernel is done (project_stream.cu;
 /// weights never change during a forward, so timing only): on unless `TENSORFOLD_CUDA_EARLY=0`.
 fn stream_early() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_EARLY").map_or(true, |v| v != "0"))
-}
-
-/// Whether matrices sharing an input may share a launch (`TENSORFOLD_CUDA_PAIR=0`: one launch each, for
-/// before/after measurements in one run; the bits are the same).
-fn many_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_PAIR").map_or(true, |v| v != "0"))
 }
 
 /// Whether a call of `rows` rows takes the prompt kernel (project_gemm.cu) where the matrix allows: from
