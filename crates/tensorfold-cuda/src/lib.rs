@@ -117,8 +117,8 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
-    /// Kernels launched so far: for the self-test's checks that ops share launches.
-    pub(crate) fn launches(&self) -> usize {
+    /// Kernels launched so far (the self-test checks which ops share launches; `bench` prints them per round).
+    pub fn launches(&self) -> usize {
         self.dev.launches.load(std::sync::atomic::Ordering::Relaxed)
     }
 

@@ -366,6 +366,7 @@ pub fn bench(
         let toks = ids(vocab, r, 9);
         let all: Vec<usize> = (0..r).collect();
         let (mut times, mut enqueue) = (Vec::new(), Vec::new());
+        let launches = be.launches();
         for _ in 0..5 {
             let s = Instant::now();
             let (logits, _) = m.forward_round(&rows, &toks, &mut [&mut slot], &all, &[])?;
@@ -379,10 +380,11 @@ pub fn bench(
             one = t;
         }
         println!(
-            "| round of {r} rows | {:.2} ms | {:.2}x one row | host queues it in {:.2} ms |",
+            "| round of {r} rows | {:.2} ms | {:.2}x one row | host queues it in {:.2} ms | {} launches |",
             t * 1e3,
             t / one,
-            median(enqueue) * 1e3
+            median(enqueue) * 1e3,
+            (be.launches() - launches) / 5
         );
     }
     // Aggregate decode (not in a quick run): N streams, one row each per round, drawn greedily and kept.
