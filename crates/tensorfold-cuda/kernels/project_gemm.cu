@@ -10,10 +10,11 @@
 // host), so a row's bits still depend on nothing but its own x.
 //
 // Tiles: a block owns OW·64 outputs × 64 rows (the kernels built have OW = 1); its OW × 4 warps own 64 outputs
-// (4 m-tiles) × 16 rows (4 n-tiles of 4 rows, hi and lo side by side as in project_mma.cu) each. A stage holds one column group of the block's x (hi, lo, group sums)
-// and weights (codes, scales, biases), copied by cp.async D − 1 groups ahead; 4-bit codes are then unpacked once
-// for the block (gemm_unpack). A block reads x once per 64 outputs where a decode block of 32 rows reads it once
-// per 32 outputs (the prompt chunk was bound by those L2 reads), and the weights once per 64 rows.
+// (4 m-tiles) × 16 rows (4 n-tiles of 4 rows, hi and lo side by side as in project_mma.cu) each. A stage holds
+// one column group of the block's x (hi, lo, group sums) and weights (codes, scales, biases), copied by cp.async
+// D − 1 groups ahead; 4-bit codes are then unpacked once for the block (gemm_unpack). A block reads x once per
+// 64 outputs where a decode block of 32 rows reads it once per 32 outputs (the prompt chunk was bound by those L2
+// reads), and the weights once per 64 rows.
 
 #define GEMM_ROWS 64  // rows per block
 #define GEMM_MT 4     // m-tiles (16 outputs) per warp

@@ -40,10 +40,9 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], u32 a0, u32 a1, u32 a2, 
 #endif
 }
 
-// Two 4-bit codes (at bits 0..3 and 16..19) to the centred bf16 pair (q0 − 8, q1 − 8), exactly: 128 + q is a
-// bf16 with an ulp of 1, and one packed fma takes 136 off.
-__device__ __forceinline__ u32 codes_to_bf16x2(u32 p) {
-    const u32 v = p | 0x43004300u;
+// The bf16 pair (128 + q0, 128 + q1) of two 4-bit codes to the centred pair (q0 − 8, q1 − 8), exactly: 128 + q is
+// a bf16 with an ulp of 1, and one packed fma takes 136 off (every 4-bit kernel centres its codes here).
+__device__ __forceinline__ u32 centre_codes(u32 v) {
 #ifdef TF_EMU
     return emu_bf16x2_sub136(v);
 #else
@@ -52,6 +51,9 @@ __device__ __forceinline__ u32 codes_to_bf16x2(u32 p) {
     return r;
 #endif
 }
+
+// Two 4-bit codes (at bits 0..3 and 16..19) to the centred bf16 pair (q0 − 8, q1 − 8).
+__device__ __forceinline__ u32 codes_to_bf16x2(u32 p) { return centre_codes(p | 0x43004300u); }
 
 // A group's bias for centred codes: b + 8s, in f32 (the same fma on every path).
 __device__ __forceinline__ float centred_bias(float s, float b) { return fmaf(8.0f, s, b); }

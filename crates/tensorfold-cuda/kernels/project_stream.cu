@@ -70,13 +70,12 @@ __device__ __forceinline__ void pairs_a4_masked(u32 q, u32 mask, u32 (&p)[4]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
 #ifdef TF_EMU
-        p[i] = emu_bf16x2_sub136(((q >> (4 * i)) & mask) | 0x43004300u);
+        const u32 v = ((q >> (4 * i)) & mask) | 0x43004300u;
 #else
-        u32 v, r;
+        u32 v;
         asm("lop3.b32 %0, %1, %2, 0x43004300, 0xEA;" : "=r"(v) : "r"(q >> (4 * i)), "r"(mask));
-        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3f803f80u), "r"(0xc308c308u));
-        p[i] = r;
 #endif
+        p[i] = centre_codes(v);
     }
 }
 
@@ -290,7 +289,8 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 // start3 the fourth (INT_MAX: no such matrix), each with the tiles it has alone, so each output gets the bits of
 // its own launch (a launch costs ~5 µs of a decode round however small its matrix: BENCHMARKS.md §7).
 #define STREAM_A4(NT, WPL, NAME, S, D, MT)                                                                       \
-    extern "C" __global__ void __launch_bounds__(stream_warps<WPL, D, MT>() * 32, stream_min_blocks<WPL, NT, MT>())    \
+    extern "C" __global__ void                                                                                  \
+        __launch_bounds__(stream_warps<WPL, D, MT>() * 32, stream_min_blocks<WPL, NT, MT>())                      \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT(                                                \
             const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2), \
             int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early) {                               \

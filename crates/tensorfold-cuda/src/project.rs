@@ -265,7 +265,7 @@ const TILE_ROWS: usize = 4;
 
 /// 16 output features per block, its warps splitting the column groups (a number set by the shape alone), 1, 2
 /// or 4 tiles of TILE_ROWS rows per block by the row count (the same per-tile code). Up to 16 rows take 2 tiles a
-/// block and a second block row above 8 rows: 16-row rounds of the 27B MLX4 shape took 15.8 ms so against 16.5
+/// block and a second block row above 8 rows: 16-row rounds of the 27B MLX4 shape took 15.8 ms so, against 16.5
 /// with 4 tiles (call 48), whose 128 registers a thread allow 2 blocks an SM; larger rounds take 4.
 fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan {
     let out_f = w.rows();
