@@ -151,6 +151,18 @@ __device__ __forceinline__ void finish_tiles(float (&acc)[NT][2], float* __restr
     }
 }
 
+// A tensor-core launch's blocks are (row block, output tile) with the row blocks of one tile side by side in launch
+// order (blockIdx.x), so they read that tile's weights together: one trip to memory, the others served by L2 (with
+// the tiles outer, each row block streamed the whole matrix again). TF_ROWS_APART restores that order for same-run
+// comparisons (project.rs rows_apart); every block computes the same either way.
+#ifdef TF_ROWS_APART
+__device__ __forceinline__ int tile_block() { return blockIdx.x; }
+__device__ __forceinline__ int row_block() { return blockIdx.y; }
+#else
+__device__ __forceinline__ int tile_block() { return blockIdx.y; }
+__device__ __forceinline__ int row_block() { return blockIdx.x; }
+#endif
+
 // The x rows this lane feeds as B (row g / 2 of each tile), or -1 past the last row.
 template <int NT>
 __device__ __forceinline__ void tile_rows(int (&xrow)[NT], int rt0, int rows) {
@@ -171,7 +183,7 @@ __device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict
     __shared__ float red[MMA_MAXW * NT * 64];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int o0 = tile * MMA_OUT, rt0 = blockIdx.y * NT;
+    const int o0 = tile * MMA_OUT, rt0 = row_block() * NT;
     int xrow[NT];
     tile_rows<NT>(xrow, rt0, rows);
     const u16* xp = lane_half(xh, xl);
@@ -246,7 +258,7 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
     __shared__ float red[MMA_MAXW * NT * 64];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int o0 = blockIdx.x * MMA_OUT, rt0 = blockIdx.y * NT;
+    const int o0 = tile_block() * MMA_OUT, rt0 = row_block() * NT;
     int xrow[NT];
     tile_rows<NT>(xrow, rt0, rows);
     const u16* xp = lane_half(xh, xl);
@@ -325,7 +337,7 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
 // the blocks where the second, third and fourth start (ascending; INT_MAX when absent), and that matrix's value
 // of a per-matrix argument.
 __device__ __forceinline__ int job_of(int start1, int start2, int start3) {
-    const int b = blockIdx.x;
+    const int b = tile_block();
     return (b >= start1) + (b >= start2) + (b >= start3);
 }
 template <typename T>
@@ -342,8 +354,9 @@ __device__ __forceinline__ T job_pick(int j, T a, T b, T c, T d) {
                                 int start2, BF16_JOB(3), int start3, int rows, int cols) {                        \
         kernel_entry();                                                                                           \
         const int j = job_of(start1, start2, start3);                                                             \
-        project_mma_bf16<NT>(blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, job_pick(j, w0, w1, w2, w3), \
-                             job_pick(j, y0, y1, y2, y3), rows, job_pick(j, out0, out1, out2, out3), cols);       \
+        project_mma_bf16<NT>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl,                       \
+                             job_pick(j, w0, w1, w2, w3), job_pick(j, y0, y1, y2, y3), rows,                      \
+                             job_pick(j, out0, out1, out2, out3), cols);                                          \
     }
 MMA_BF16(1)
 MMA_BF16(2)

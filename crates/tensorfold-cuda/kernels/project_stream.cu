@@ -168,7 +168,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     __shared__ __align__(16) unsigned char smem[PIPE > RED ? PIPE : RED];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int ob = tile * (MMA_OUT * MT), rt0 = blockIdx.y * NT;
+    const int ob = tile * (MMA_OUT * MT), rt0 = row_block() * NT;
     unsigned char* pipe = smem + warp * D * SB;
     int xrow[NT];
     // Rows past the last read the last row's x (valid addresses, no predicates in the loop): an mma's output
@@ -296,7 +296,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
             int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early) {                               \
         entry_after_weights();                                                                                   \
         const int j = job_of(start1, start2, start3);                                                            \
-        project_stream_a4<NT, WPL, S, D, MT>(blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,    \
+        project_stream_a4<NT, WPL, S, D, MT>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl, xs,  \
                                              job_pick(j, codes0, codes1, codes2, codes3),                        \
                                              job_pick(j, scales0, scales1, scales2, scales3),                    \
                                              job_pick(j, biases0, biases1, biases2, biases3),                    \

@@ -45,6 +45,9 @@ pub fn options(arch: &str) -> Vec<String> {
         "--fmad=true".into(),
         "-default-device".into(),
     ];
+    if crate::project::rows_apart() {
+        opts.push("-DTF_ROWS_APART".into());
+    }
     if let Ok(defines) = std::env::var("TENSORFOLD_CUDA_DEFINES") {
         opts.extend(
             defines

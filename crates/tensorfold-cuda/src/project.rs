@@ -254,9 +254,33 @@ fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
 /// streamed kernel (project_stream.cu, which can also take a pair of matrices in one launch).
 struct MmaPlan {
     name: String,
-    grid: (u32, u32, u32),
+    /// Blocks along the outputs (tiles of 16·MT outputs) and along the rows (blocks of NT row tiles).
+    tiles: u32,
+    row_blocks: u32,
     warps: usize,
     streamed: bool,
+}
+
+/// The grid of a tensor-core launch: row blocks inner, so the row blocks of one output tile run side by side and
+/// read its weights once (project_mma.cu tile_block); tiles inner with `TENSORFOLD_CUDA_ROWS_APART=1`.
+fn mma_grid(tiles: u32, row_blocks: u32) -> (u32, u32, u32) {
+    if rows_apart() {
+        (tiles, row_blocks, 1)
+    } else {
+        assert!(
+            tiles <= 65_535,
+            "a tensor-core launch of {tiles} output tiles (at most 65,535 with the row blocks inner)"
+        );
+        (row_blocks, tiles, 1)
+    }
+}
+
+/// Whether tensor-core launches put the row blocks of a tile apart (tiles inner, the layout before they were put
+/// side by side): `TENSORFOLD_CUDA_ROWS_APART=1`, for same-run comparisons; the kernels then get TF_ROWS_APART
+/// (nvrtc.rs). Every block computes the same either way, so the bits are the same.
+pub(crate) fn rows_apart() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_ROWS_APART").is_ok_and(|v| v == "1"))
 }
 
 /// x rows per n-tile of the tensor-core kernels (project_mma.cu TILE_ROWS: each row takes two of the mma's 8
@@ -304,7 +328,8 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
     let tiles = if streamed { tiles } else { 1 };
     MmaPlan {
         name,
-        grid: (blocks(out_f, 16 * tiles), blocks(rows, TILE_ROWS * nt), 1),
+        tiles: blocks(out_f, 16 * tiles),
+        row_blocks: blocks(rows, TILE_ROWS * nt),
         warps,
         streamed,
     }
@@ -374,7 +399,7 @@ fn project_mma(
     let shared = ws.len() <= MAX_JOBS
         && plans
             .iter()
-            .all(|p| p.name == plan.name && p.warps == plan.warps && p.grid.1 == plan.grid.1);
+            .all(|p| p.name == plan.name && p.warps == plan.warps && p.row_blocks == plan.row_blocks);
     if ws.len() > 1 && !(jobs && shared) {
         return ws
             .iter()
@@ -387,11 +412,11 @@ fn project_mma(
     if !bf16 {
         args.push(Arg::P(dev.ptr(&p.sums)));
     }
-    let mut grid = plan.grid;
+    let mut tiles = plan.tiles;
     if jobs {
-        // Matrix j's blocks follow those of the matrices before it; absent ones repeat the first's arguments and
+        // Matrix j's tiles follow those of the matrices before it; absent ones repeat the first's arguments and
         // start at i32::MAX, so no block takes them.
-        grid.0 = 0;
+        tiles = 0;
         for j in 0..MAX_JOBS {
             let (w, y) = match ws.get(j) {
                 Some(w) => (*w, &ys[j]),
@@ -402,13 +427,13 @@ fn project_mma(
             args.push(Arg::I(w.rows() as i32));
             if j > 0 {
                 args.push(Arg::I(if j < ws.len() {
-                    grid.0 as i32
+                    tiles as i32
                 } else {
                     i32::MAX
                 }));
             }
             if j < ws.len() {
-                grid.0 += plans[j].grid.0;
+                tiles += plans[j].tiles;
             }
         }
         args.extend([Arg::I(rows as i32), Arg::I(cols as i32)]);
@@ -432,7 +457,7 @@ fn project_mma(
     dev.launch_as(
         &plan.name,
         label.as_deref(),
-        grid,
+        mma_grid(tiles, plan.row_blocks),
         (plan.warps * 32) as u32,
         &args,
     );
