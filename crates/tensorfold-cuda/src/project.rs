@@ -397,9 +397,9 @@ fn project_mma(
     let bf16 = kernel == "project_mma_bf16";
     let jobs = plan.streamed || bf16;
     let shared = ws.len() <= MAX_JOBS
-        && plans
-            .iter()
-            .all(|p| p.name == plan.name && p.warps == plan.warps && p.row_blocks == plan.row_blocks);
+        && plans.iter().all(|p| {
+            p.name == plan.name && p.warps == plan.warps && p.row_blocks == plan.row_blocks
+        });
     if ws.len() > 1 && !(jobs && shared) {
         return ws
             .iter()
@@ -426,11 +426,7 @@ fn project_mma(
             args.push(Arg::P(dev.ptr(&y.buf)));
             args.push(Arg::I(w.rows() as i32));
             if j > 0 {
-                args.push(Arg::I(if j < ws.len() {
-                    tiles as i32
-                } else {
-                    i32::MAX
-                }));
+                args.push(Arg::I(if j < ws.len() { tiles as i32 } else { i32::MAX }));
             }
             if j < ws.len() {
                 tiles += plans[j].tiles;
