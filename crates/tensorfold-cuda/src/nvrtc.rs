@@ -48,6 +48,9 @@ pub fn options(arch: &str) -> Vec<String> {
     if crate::project::rows_apart() {
         opts.push("-DTF_ROWS_APART".into());
     }
+    if crate::project::gemm_tiles_first() {
+        opts.push("-DTF_GEMM_TILES_FIRST".into());
+    }
     if let Ok(defines) = std::env::var("TENSORFOLD_CUDA_DEFINES") {
         opts.extend(
             defines

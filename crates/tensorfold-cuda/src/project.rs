@@ -250,6 +250,15 @@ fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
     })
 }
 
+/// Whether the prompt kernel for bf16 weights takes its blocks as numbered, tiles inner
+/// (`TENSORFOLD_CUDA_GEMM_ORDER=tiles`, the order before groups of row blocks walked the tiles together:
+/// project_gemm.cu gemm_block; 4-bit weights always do), for same-run comparisons; the kernels then get
+/// TF_GEMM_TILES_FIRST (nvrtc.rs). The bits are the same either way.
+pub(crate) fn gemm_tiles_first() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_GEMM_ORDER").is_ok_and(|v| v == "tiles"))
+}
+
 /// How a tensor-core projection of a call's rows is launched: the kernel, its grid and warps, and whether it is a
 /// streamed kernel (project_stream.cu, which can also take a pair of matrices in one launch).
 struct MmaPlan {
