@@ -25,10 +25,9 @@
 // The (output tile, row block) of this block. Blocks launch in x-major order; taken as numbered (tiles inner),
 // every row block streams the whole matrix from memory in turn. For bf16 weights, groups of GEMM_GROUP row blocks
 // walk the tiles together instead, the group's row blocks of one tile side by side: they read its weights once
-// from memory and the rest from L2, where the group's rows of x (8 × 64 rows) stay (9B bf16 prefill 4% faster,
-// call 60). 4-bit weights, a quarter of the bytes, keep the numbered order (grouped, the 27B MLX4 prefill was
-// 0.7% slower). TF_GEMM_TILES_FIRST numbers every family's blocks for same-run comparisons (project.rs); every
-// block computes the same either way.
+// from memory and the rest from L2, where the group's rows of x (8 × 64 rows) stay. 4-bit weights, a quarter of
+// the bytes, keep the numbered order, which measured faster for them (BENCHMARKS.md §7). TF_GEMM_TILES_FIRST
+// numbers every family's blocks for same-run comparisons (project.rs); every block computes the same either way.
 template <bool Q4>
 __device__ __forceinline__ void gemm_block(int& tile, int& rb) {
 #ifndef TF_GEMM_TILES_FIRST

@@ -89,6 +89,13 @@ pub(crate) const RT: usize = 8;
 
 pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
     let bad = |msg: String| Err(CoreError::Invalid(format!("CUDA matrix: {msg}")));
+    if m.rows() > crate::project::MAX_OUTPUTS {
+        return bad(format!(
+            "{} outputs; the tensor-core launches take at most {} (65,535 tiles of 16)",
+            m.rows(),
+            crate::project::MAX_OUTPUTS
+        ));
+    }
     match m.view() {
         MatrixRef::Dense {
             dtype,

@@ -270,8 +270,12 @@ struct MmaPlan {
     streamed: bool,
 }
 
+/// Most outputs a matrix may have: its 16-output tiles are a grid's y (at most 65,535), checked at upload.
+pub(crate) const MAX_OUTPUTS: usize = 65_535 * 16;
+
 /// The grid of a tensor-core launch: row blocks inner, so the row blocks of one output tile run side by side and
-/// read its weights once (project_mma.cu tile_block); tiles inner with `TENSORFOLD_CUDA_ROWS_APART=1`.
+/// read its weights once (project_mma.cu tile_block); tiles inner with `TENSORFOLD_CUDA_ROWS_APART=1`. Matrices
+/// are checked at upload and shared launches kept within the limit (project_mma), so the assert never fires.
 fn mma_grid(tiles: u32, row_blocks: u32) -> (u32, u32, u32) {
     if rows_apart() {
         (tiles, row_blocks, 1)
@@ -406,6 +410,7 @@ fn project_mma(
     let bf16 = kernel == "project_mma_bf16";
     let jobs = plan.streamed || bf16;
     let shared = ws.len() <= MAX_JOBS
+        && plans.iter().map(|p| p.tiles as usize).sum::<usize>() <= MAX_OUTPUTS / 16
         && plans.iter().all(|p| {
             p.name == plan.name && p.warps == plan.warps && p.row_blocks == plan.row_blocks
         });
