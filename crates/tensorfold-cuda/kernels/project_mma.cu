@@ -334,8 +334,8 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
 }
 
 // Launches of several matrices sharing x (project.rs project_many): which of up to four a block takes, given
-// the blocks where the second, third and fourth start (ascending; INT_MAX when absent), and that matrix's value
-// of a per-matrix argument.
+// the tiles (tile_block) where the second, third and fourth start (ascending; INT_MAX when absent), and that
+// matrix's value of a per-matrix argument.
 __device__ __forceinline__ int job_of(int start1, int start2, int start3) {
     const int b = tile_block();
     return (b >= start1) + (b >= start2) + (b >= start3);

@@ -285,9 +285,10 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 }
 
 // Each kernel projects x by up to four matrices of one kernel family and column count that share it (qkv, z, b
-// and a; q, k and v; gate and up): blocks from start1 on take the second matrix, from start2 the third, from
-// start3 the fourth (INT_MAX: no such matrix), each with the tiles it has alone, so each output gets the bits of
-// its own launch (a launch costs ~5 µs of a decode round however small its matrix: BENCHMARKS.md §7).
+// and a; q, k and v; gate and up): tiles from start1 on (tile_block) belong to the second matrix, from start2 to
+// the third, from start3 to the fourth (INT_MAX: no such matrix), each with the tiles it has alone, so each output
+// gets the bits of its own launch (a launch costs ~5 µs of a decode round however small its matrix:
+// BENCHMARKS.md §7).
 #define STREAM_A4(NT, WPL, NAME, S, D, MT)                                                                       \
     extern "C" __global__ void                                                                                  \
         __launch_bounds__(stream_warps<WPL, D, MT>() * 32, stream_min_blocks<WPL, NT, MT>())                      \

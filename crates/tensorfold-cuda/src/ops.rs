@@ -91,7 +91,7 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
     let bad = |msg: String| Err(CoreError::Invalid(format!("CUDA matrix: {msg}")));
     if m.rows() > crate::project::MAX_OUTPUTS {
         return bad(format!(
-            "{} outputs; the tensor-core launches take at most {} (65,535 tiles of 16)",
+            "{} outputs; the tensor-core launches take at most {} (tiles of 16 in a grid's y)",
             m.rows(),
             crate::project::MAX_OUTPUTS
         ));

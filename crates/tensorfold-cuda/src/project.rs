@@ -270,8 +270,11 @@ struct MmaPlan {
     streamed: bool,
 }
 
-/// Most outputs a matrix may have: its 16-output tiles are a grid's y (at most 65,535), checked at upload.
-pub(crate) const MAX_OUTPUTS: usize = 65_535 * 16;
+/// Most 16-output tiles one launch may have: they are its grid's y (mma_grid).
+const MAX_TILES: u32 = 65_535;
+
+/// Most outputs a matrix may have (MAX_TILES tiles of 16), checked at upload.
+pub(crate) const MAX_OUTPUTS: usize = MAX_TILES as usize * 16;
 
 /// The grid of a tensor-core launch: row blocks inner, so the row blocks of one output tile run side by side and
 /// read its weights once (project_mma.cu tile_block); tiles inner with `TENSORFOLD_CUDA_ROWS_APART=1`. Matrices
@@ -281,8 +284,8 @@ fn mma_grid(tiles: u32, row_blocks: u32) -> (u32, u32, u32) {
         (tiles, row_blocks, 1)
     } else {
         assert!(
-            tiles <= 65_535,
-            "a tensor-core launch of {tiles} output tiles (at most 65,535 with the row blocks inner)"
+            tiles <= MAX_TILES,
+            "a tensor-core launch of {tiles} output tiles (at most {MAX_TILES} with the row blocks inner)"
         );
         (row_blocks, tiles, 1)
     }
@@ -410,7 +413,7 @@ fn project_mma(
     let bf16 = kernel == "project_mma_bf16";
     let jobs = plan.streamed || bf16;
     let shared = ws.len() <= MAX_JOBS
-        && plans.iter().map(|p| p.tiles as usize).sum::<usize>() <= MAX_OUTPUTS / 16
+        && plans.iter().map(|p| p.tiles).sum::<u32>() <= MAX_TILES
         && plans.iter().all(|p| {
             p.name == plan.name && p.warps == plan.warps && p.row_blocks == plan.row_blocks
         });

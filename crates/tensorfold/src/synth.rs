@@ -239,6 +239,10 @@ fn config(shape: Shape, d: &Dims, layers: usize, mlx: bool) -> serde_json::Value
 /// xorshift64*: fast deterministic noise for weights nobody reads for meaning.
 struct Noise(u64);
 impl Noise {
+    /// A stream for `seed` (never the all-zero state).
+    fn seeded(seed: u64) -> Noise {
+        Noise(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -360,7 +364,7 @@ pub fn synth(args: SynthArgs) -> Result<()> {
         .with_context(|| format!("creating {}", args.out.display()))?;
     let planned = plan(&d, layers, mlx);
     // Materialize lazily in plan order, grouping into shards by stored size.
-    let mut noise = Noise(args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut noise = Noise::seeded(args.seed);
     let mut shards: Vec<Vec<StoredTensor>> = vec![Vec::new()];
     let mut shard_bytes = 0usize;
     let mut weight_map = serde_json::Map::new();
@@ -375,32 +379,28 @@ pub fn synth(args: SynthArgs) -> Result<()> {
         Ok(name)
     };
     let mut names = Vec::new();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(args.threads.max(1))
-        .build()
-        .context("synth threads")?;
     // One entry at a time from the shared stream, or `threads` entries at once, each from its own stream.
-    let batch = if args.threads > 1 { args.threads } else { 1 };
+    let batch = args.threads.max(1);
+    let pool = (batch > 1)
+        .then(|| rayon::ThreadPoolBuilder::new().num_threads(batch).build())
+        .transpose()
+        .context("synth threads")?;
     for (b, chunk) in planned.chunks(batch).enumerate() {
-        let made: Vec<Vec<StoredTensor>> = if batch == 1 {
-            chunk.iter().map(|p| materialize(p, &mut noise)).collect()
-        } else {
-            pool.install(|| {
+        let made: Vec<Vec<StoredTensor>> = match &pool {
+            None => chunk.iter().map(|p| materialize(p, &mut noise)).collect(),
+            Some(pool) => pool.install(|| {
                 use rayon::prelude::*;
                 chunk
                     .par_iter()
                     .enumerate()
                     .map(|(i, p)| {
                         let place = (b * batch + i) as u64 + 1;
-                        let mut own = Noise(
-                            (args.seed ^ place.wrapping_mul(0xD1B5_4A32_D192_ED03))
-                                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                                | 1,
-                        );
+                        let mut own =
+                            Noise::seeded(args.seed ^ place.wrapping_mul(0xD1B5_4A32_D192_ED03));
                         materialize(p, &mut own)
                     })
                     .collect()
-            })
+            }),
         };
         for t in made.into_iter().flatten() {
             shard_bytes += t.3.len();
