@@ -1,5 +1,6 @@
 """Writes the kernel table of the CPU emulator: one wrapper per extern "C" __global__ kernel that unpacks the
-driver's `void** params` into the kernel's arguments (found by preprocessing the concatenated sources)."""
+driver's `void** params` into the kernel's arguments, and the arguments' sizes (found by preprocessing the
+concatenated sources)."""
 import re, subprocess, sys
 
 src, inc = sys.argv[1], sys.argv[2]
@@ -7,7 +8,7 @@ pre = subprocess.run(["g++", "-E", "-P", "-std=c++17", "-I", inc, "-D__global__=
                      check=True, capture_output=True, text=True).stdout
 pre = pre.replace("\n", " ")
 kernels = re.findall(r'extern\s+"C"\s+TF_GLOBAL\s+void\s+(\w+)\s*\(([^)]*)\)', pre)
-print('struct EmuKernel { const char* name; void (*fn)(void**); };')
+print('struct EmuKernel { const char* name; void (*fn)(void**); int nargs; const int* sizes; };')
 for name, params in kernels:
     types = []
     for p in params.split(","):
@@ -17,8 +18,12 @@ for name, params in kernels:
     decl = ", ".join(types)
     args = ", ".join(f"*({t}*)a[{i}]" for i, t in enumerate(types))
     print(f"static void w_{name}(void** a) {{ {name}({args}); }}")
+    # Argument sizes, so a captured graph node can keep copies of its arguments.
+    sizes = ", ".join(f"(int)sizeof({t})" for t in types)
+    print(f"static const int s_{name}[] = {{{sizes}}};")
 print("extern const EmuKernel emu_kernels[] = {")
-for name, _ in kernels:
-    print(f'  {{"{name}", w_{name}}},')
+for name, params in kernels:
+    n = len(params.split(","))
+    print(f'  {{"{name}", w_{name}, {n}, s_{name}}},')
 print("};")
 print(f"extern const int emu_kernel_count = {len(kernels)};")

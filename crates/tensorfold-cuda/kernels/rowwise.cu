@@ -1,4 +1,4 @@
-// rowwise.cu: RMSNorm (one block per row, one fixed reduction tree), residual add, SwiGLU and row gathers (the
+// rowwise.cu: RMSNorm (one block per row, one fixed reduction tree), residual add, SwiGLU, row gathers and copies (the
 // norms and SwiGLU may also write the tensor-core form of their output); each output depends on its own row only.
 
 #define RN_REG 8  // columns per thread a norm holds in registers (rows of up to 8·blockDim columns)
@@ -84,6 +84,12 @@ extern "C" __global__ void add_rms_norm(float* __restrict__ x, const float* __re
 extern "C" __global__ void add_assign(float* __restrict__ x, const float* __restrict__ y, u64 n) {
     kernel_entry();
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) x[i] += y[i];
+}
+
+// dst[i] = src[i] for n 32-bit words: a device copy that can sit among a recorded round's launches (graph.rs).
+extern "C" __global__ void copy_words(const u32* __restrict__ src, u32* __restrict__ dst, u64 n) {
+    kernel_entry();
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
 // silu(g)·u, one thread per element, and the output's tensor-core form when prep != 0 (n % 32 == 0).

@@ -173,9 +173,10 @@ impl CudaKv {
         }
         let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
         crate::round::check_pending(&rows, path)?;
+        self.dev.round_rows(path.len());
         self.reserve(self.len + path.len())?;
         let idx: Vec<i32> = path.iter().map(|&r| r as i32).collect();
-        let idx = self.dev.i32s(&idx);
+        let idx = self.dev.stage_i32s(&idx);
         let dev = &self.dev;
         dev.launch(
             "kv_keep",
@@ -185,7 +186,7 @@ impl CudaKv {
                 Arg::P(dev.ptr(&round.k)),
                 Arg::P(dev.ptr(&*round.v)),
                 Arg::P(self.table_ptr()),
-                Arg::P(dev.ptr(&*idx)),
+                Arg::P(dev.staged_ptr(&idx)),
                 Arg::I(self.len as i32),
                 Arg::I(self.row as i32),
                 Arg::I(round.rows as i32),
@@ -274,7 +275,8 @@ pub(crate) fn gated_attention(
     }
     let committed: Vec<usize> = states.iter().map(|st| st.len).collect();
     let t = round_rows(rows, &committed);
-    let (meta, paths) = (dev.i32s(&t.meta), dev.i32s(&t.paths));
+    let staged = (dev.stage_i32s(&t.meta), dev.stage_i32s(&t.paths));
+    let (meta, paths) = (dev.staged_ptr(&staged.0), dev.staged_ptr(&staged.1));
     let kround = dev.scratch::<f32>(r * kvh * hd);
     let qround = dev.scratch::<f32>(r * heads * hd);
     let theta = s.rope_theta;
@@ -289,7 +291,7 @@ pub(crate) fn gated_attention(
             Arg::P(dev.ptr(&qg.buf)),
             Arg::P(dev.ptr(&qround)),
             Arg::P(dev.ptr(&p.q_norm.buf)),
-            Arg::P(dev.ptr(&*meta)),
+            Arg::P(meta),
             Arg::I(kvh as i32),
             Arg::I(heads as i32),
             Arg::I(hd as i32),
@@ -299,7 +301,8 @@ pub(crate) fn gated_attention(
         ],
     );
     let tables: Vec<u64> = states.iter().map(|st| st.table_ptr()).collect();
-    let tables = dev.u64s(&tables);
+    let tables_staged = dev.stage_u64s(&tables);
+    let tables = dev.staged_ptr(&tables_staged);
     // Chunks of the row with the most keys; rows of one chunk are finished by attn_chunk itself.
     let nch = (0..r)
         .map(|i| (t.meta[5 * i + 2] + t.meta[5 * i + 4]).max(1) as usize)
@@ -330,9 +333,9 @@ pub(crate) fn gated_attention(
                 Arg::P(dev.ptr(&v.buf)),
                 Arg::P(dev.ptr(&out.buf)),
                 Arg::P(part_ptr),
-                Arg::P(dev.ptr(&*tables)),
-                Arg::P(dev.ptr(&*meta)),
-                Arg::P(dev.ptr(&*paths)),
+                Arg::P(tables),
+                Arg::P(meta),
+                Arg::P(paths),
                 Arg::I(heads as i32),
                 Arg::I(kvh as i32),
                 Arg::I(hd as i32),
@@ -350,7 +353,7 @@ pub(crate) fn gated_attention(
                     Arg::P(dev.ptr(&qg.buf)),
                     Arg::P(part_ptr),
                     Arg::P(dev.ptr(&out.buf)),
-                    Arg::P(dev.ptr(&*meta)),
+                    Arg::P(meta),
                     Arg::I(heads as i32),
                     Arg::I(hd as i32),
                     Arg::I(row0 as i32),

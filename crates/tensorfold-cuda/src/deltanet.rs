@@ -2,11 +2,10 @@
 //! its parent's state (chains in place, tree branches from snapshots), and `keep` leaves the state after the last
 //! kept row, replaying the kept path from the round's start state when the in-place state followed another branch.
 
-use crate::device::{ok, Arg, Dev};
+use crate::device::{Arg, Dev};
 use crate::ops::{new_act, CudaAct, Prepared};
 use crate::round::{ancestry, round_rows};
 use crate::scratch::Buf;
-use cudarc::driver::CudaSlice;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use tensorfold_backend::{LinearParams, LinearSpec, RowRef};
@@ -30,13 +29,16 @@ struct LinRound {
 pub struct CudaLinear {
     dev: Arc<Dev>,
     /// The last K−1 pre-conv inputs, oldest first: `[K−1, channels]`.
-    tail: CudaSlice<f32>,
+    tail: Buf<f32>,
+    /// The buffer the next keep writes the new tail into (the two take turns, so a recorded round's graph
+    /// nodes see the same two addresses every other round: graph.rs).
+    spare_tail: Option<Buf<f32>>,
     /// `[value_heads, value_dim, key_dim]`.
-    state: CudaSlice<f32>,
+    state: Buf<f32>,
     tail_len: usize,
     state_len: usize,
     /// The committed state at the round's start, when the round stepped `state` past it.
-    start: Option<CudaSlice<f32>>,
+    start: Option<Buf<f32>>,
     /// The rows stepped in place (a chain), or `[usize::MAX]` when the round was not one chain.
     in_place: Vec<usize>,
     pending: Option<(Arc<LinRound>, Vec<usize>)>,
@@ -54,8 +56,9 @@ impl CudaLinear {
         let tail_len = spec.conv_kernel.saturating_sub(1) * spec.conv_channels();
         let state_len = spec.value_heads * spec.value_dim * spec.key_dim;
         CudaLinear {
-            tail: dev.zeros::<f32>(tail_len),
-            state: dev.zeros::<f32>(state_len),
+            tail: Buf::owned(dev.zeros::<f32>(tail_len)),
+            spare_tail: None,
+            state: Buf::owned(dev.zeros::<f32>(state_len)),
             dev,
             tail_len,
             state_len,
@@ -75,11 +78,12 @@ impl CudaLinear {
 
     pub(crate) fn restore(dev: Arc<Dev>, snap: &CudaLinearSnapshot) -> Self {
         let (tail_len, state_len) = (snap.conv_tail.len(), snap.recurrent.len());
-        let tail = dev.upload(&snap.conv_tail);
-        let state = dev.upload(&snap.recurrent);
+        let tail = Buf::owned(dev.upload(&snap.conv_tail));
+        let state = Buf::owned(dev.upload(&snap.recurrent));
         CudaLinear {
             dev,
             tail,
+            spare_tail: None,
             state,
             tail_len,
             state_len,
@@ -105,10 +109,14 @@ impl CudaLinear {
         let s = p_spec;
         let (c, k) = (s.conv_channels(), s.conv_kernel);
         let dev = self.dev.clone();
+        dev.round_rows(path.len());
         let idx: Vec<i32> = path.iter().map(|&r| r as i32).collect();
-        let idx_dev = dev.i32s(&idx);
+        let idx_dev = dev.stage_i32s(&idx);
         if k > 1 {
-            let new_tail = dev.alloc::<f32>(self.tail_len);
+            let new_tail = self
+                .spare_tail
+                .take()
+                .unwrap_or_else(|| dev.scratch::<f32>(self.tail_len));
             dev.launch(
                 "dn_tail_keep",
                 (c.div_ceil(256) as u32, (k - 1) as u32, 1),
@@ -117,13 +125,13 @@ impl CudaLinear {
                     Arg::P(dev.ptr(&self.tail)),
                     Arg::P(dev.ptr(&*round.mixed)),
                     Arg::P(dev.ptr(&new_tail)),
-                    Arg::P(dev.ptr(&*idx_dev)),
+                    Arg::P(dev.staged_ptr(&idx_dev)),
                     Arg::I(path.len() as i32),
                     Arg::I(c as i32),
                     Arg::I(k as i32),
                 ],
             );
-            self.tail = new_tail;
+            self.spare_tail = Some(std::mem::replace(&mut self.tail, new_tail));
         }
         if in_place.as_slice() != path {
             // The in-place state followed another branch (or more rows): replay the kept rows from the start.
@@ -131,10 +139,10 @@ impl CudaLinear {
                 self.state = st;
             }
             let list: Vec<i32> = idx.iter().flat_map(|&r| [r, -1, -1]).collect();
-            let list = dev.i32s(&list);
-            let slot_off = dev.i32s(&[0, path.len() as i32]);
-            let ptrs = dev.u64s(&[dev.ptr(&self.state), 0]);
-            let base = dev.ptr(&*ptrs);
+            let list = dev.stage_i32s(&list);
+            let slot_off = dev.stage_i32s(&[0, path.len() as i32]);
+            let ptrs = dev.stage_u64s(&[dev.ptr(&self.state), 0]);
+            let base = dev.staged_ptr(&ptrs);
             recur(
                 &dev,
                 s,
@@ -142,7 +150,7 @@ impl CudaLinear {
                 &round,
                 (0, 0),
                 (base, base + 8, 0),
-                (dev.ptr(&*list), dev.ptr(&*slot_off)),
+                (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
                 1,
                 None,
                 recur_rows_per_warp(s.value_dim),
@@ -292,9 +300,9 @@ pub(crate) fn gated_deltanet(
     }
     // 1. Conv + SiLU per row over (committed tail + ancestors + itself).
     let t = round_rows(rows, &vec![0; states.len()]);
-    let (meta, paths) = (dev.i32s(&t.meta), dev.i32s(&t.paths));
+    let (meta, paths) = (dev.stage_i32s(&t.meta), dev.stage_i32s(&t.paths));
     let tails: Vec<u64> = states.iter().map(|st| dev.ptr(&st.tail)).collect();
-    let tails = dev.u64s(&tails);
+    let tails = dev.stage_u64s(&tails);
     let x = dev.scratch::<f32>(r * c);
     dev.launch(
         "dn_conv",
@@ -304,9 +312,9 @@ pub(crate) fn gated_deltanet(
             Arg::P(dev.ptr(&mixed.buf)),
             Arg::P(dev.ptr(&p.conv.buf)),
             Arg::P(dev.ptr(&x)),
-            Arg::P(dev.ptr(&*tails)),
-            Arg::P(dev.ptr(&*meta)),
-            Arg::P(dev.ptr(&*paths)),
+            Arg::P(dev.staged_ptr(&tails)),
+            Arg::P(dev.staged_ptr(&meta)),
+            Arg::P(dev.staged_ptr(&paths)),
             Arg::I(c as i32),
             Arg::I(k as i32),
         ],
@@ -327,7 +335,10 @@ pub(crate) fn gated_deltanet(
         }
         let st = &mut *states[slot];
         if idxs.len() > 1 {
-            st.start = Some(ok(dev.stream.clone_dtod(&st.state), "DeltaNet start state"));
+            // A copy through `Dev::copy`, which keeps its place among a recorded round's launches.
+            let mut start = dev.scratch::<f32>(st.state_len);
+            dev.copy(&st.state, &mut start, st.state_len);
+            st.start = Some(start);
         }
         let mut entries: Vec<[i32; 3]> = idxs.iter().map(|&i| [i as i32, -1, -1]).collect();
         for (n, &i) in idxs.iter().enumerate() {
@@ -373,9 +384,9 @@ pub(crate) fn gated_deltanet(
             .iter()
             .map(|&sl| states[sl].start.as_ref().map_or(0, |b| dev.ptr(b))),
     );
-    let ptrs = dev.u64s(&ptrs);
-    let base = dev.ptr(&*ptrs);
-    let (list, slot_off) = (dev.i32s(&list), dev.i32s(&slot_off));
+    let ptrs = dev.stage_u64s(&ptrs);
+    let base = dev.staged_ptr(&ptrs);
+    let (list, slot_off) = (dev.stage_i32s(&list), dev.stage_i32s(&slot_off));
     let round = Arc::new(LinRound {
         x,
         mixed: mixed.buf.clone(),
@@ -393,7 +404,7 @@ pub(crate) fn gated_deltanet(
         &round,
         (dev.ptr(&z.buf), dev.ptr(&out.buf)),
         (base, base + 8 * active.len() as u64, dev.ptr(&snap_buf)),
-        (dev.ptr(&*list), dev.ptr(&*slot_off)),
+        (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
         active.len(),
         Some((r, prep.as_ref())),
         recur_rows_per_warp(s.value_dim),

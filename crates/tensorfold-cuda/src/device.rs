@@ -8,7 +8,6 @@ use cudarc::driver::{
     PinnedHostSlice,
 };
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// One kernel argument, passed by value.
@@ -19,6 +18,18 @@ pub enum Arg {
     I(i32),
     F(f32),
     D(f64),
+}
+
+impl Arg {
+    /// The value's bits, for comparing launches (graph.rs).
+    pub fn bits(&self) -> (u8, u64) {
+        match *self {
+            Arg::P(v) => (0, v),
+            Arg::I(v) => (1, v as u32 as u64),
+            Arg::F(v) => (2, v.to_bits() as u64),
+            Arg::D(v) => (3, v.to_bits()),
+        }
+    }
 }
 
 /// Small arrays already on the device, keyed by their contents (at most `CACHE_ENTRIES`, then cleared).
@@ -45,6 +56,8 @@ pub struct Dev {
     pool: Option<Arc<ScratchPool>>,
     /// Kernels launched so far (the backend-ops test checks which ops share launches).
     pub launches: std::sync::atomic::AtomicUsize,
+    /// Launches of rounds of few rows recorded and sent as CUDA graphs (graph.rs); None when off.
+    pub(crate) graphs: Option<Mutex<crate::graph::Recorder>>,
 }
 
 /// Panics with a clear message on a device error inside an op (the Backend ops have no error channel; a failed
@@ -108,14 +121,19 @@ impl Dev {
             t.elapsed().as_secs_f64()
         );
         let pool = pool_enabled().then(|| ScratchPool::new(stream.clone()));
+        let profile = crate::profile::Profiler::from_env();
+        // Graphs need the recycled buffers (steady addresses) and cannot hold the profiler's events.
+        let graphs = (crate::stage::graphs_enabled() && pool.is_some() && !profile.enabled)
+            .then(|| Mutex::new(crate::graph::Recorder::new(crate::stage::graph_segment())));
         Ok(Dev {
+            graphs,
             pool,
             ctx,
             stream,
             funcs,
             cache: Mutex::new(ArrayCache::default()),
             pinned: Mutex::new(None),
-            profile: crate::profile::Profiler::from_env(),
+            profile,
             info,
             launches: Default::default(),
         })
@@ -157,20 +175,39 @@ impl Dev {
             .funcs
             .get(name)
             .unwrap_or_else(|| panic!("kernel {name} is not in the module"));
-        let mut vals: Vec<Arg> = args.to_vec();
-        let mut ptrs: Vec<*mut c_void> = vals
-            .iter_mut()
-            .map(|a| match a {
-                Arg::P(v) => v as *mut u64 as *mut c_void,
-                Arg::I(v) => v as *mut i32 as *mut c_void,
-                Arg::F(v) => v as *mut f32 as *mut c_void,
-                Arg::D(v) => v as *mut f64 as *mut c_void,
-            })
-            .collect();
+        let l = crate::graph::Launch {
+            func: f.cu_function(),
+            grid,
+            block,
+            args: args.to_vec(),
+        };
+        if let Some(g) = &self.graphs {
+            let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+            if g.open {
+                if g.record(l) {
+                    self.send_locked(&mut g);
+                }
+                return;
+            }
+        }
         let t = std::time::Instant::now();
         let start = self.profile.mark(&self.ctx, &self.stream);
         ok(self.ctx.bind_to_thread(), name);
         let call = std::time::Instant::now();
+        let r = self.issue(&l);
+        self.profile.launch_call(call.elapsed());
+        ok(r, name);
+        if let (Some(start), Some(end)) = (start, self.profile.mark(&self.ctx, &self.stream)) {
+            self.profile
+                .launched(label.unwrap_or(name), start, end, t.elapsed());
+        }
+    }
+
+    /// One launch on the stream (captured instead when the stream is capturing a graph).
+    pub(crate) fn issue(&self, l: &crate::graph::Launch) -> Result<(), String> {
+        let mut vals = l.args.clone();
+        let mut ptrs = crate::graph::Launch::param_ptrs(&mut vals);
+        let grid = l.grid;
         // SAFETY: `ptrs` point into `vals`, which outlives the call; the callers pass arguments matching the
         // kernel's signature and buffers sized for the launch (each op checks its shapes first).
         let r = if dependent_launch() {
@@ -185,7 +222,7 @@ impl Dev {
                 gridDimX: grid.0,
                 gridDimY: grid.1,
                 gridDimZ: grid.2,
-                blockDimX: block,
+                blockDimX: l.block,
                 blockDimY: 1,
                 blockDimZ: 1,
                 sharedMemBytes: 0,
@@ -195,32 +232,22 @@ impl Dev {
             };
             // SAFETY: as for launch_kernel below; `config` and `attr` outlive the call.
             unsafe {
-                sys::cuLaunchKernelEx(
-                    &config,
-                    f.cu_function(),
-                    ptrs.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-                .result()
+                sys::cuLaunchKernelEx(&config, l.func, ptrs.as_mut_ptr(), std::ptr::null_mut())
+                    .result()
             }
         } else {
             unsafe {
                 result::launch_kernel(
-                    f.cu_function(),
+                    l.func,
                     grid,
-                    (block, 1, 1),
+                    (l.block, 1, 1),
                     0,
                     self.stream.cu_stream(),
                     &mut ptrs,
                 )
             }
         };
-        self.profile.launch_call(call.elapsed());
-        ok(r, name);
-        if let (Some(start), Some(end)) = (start, self.profile.mark(&self.ctx, &self.stream)) {
-            self.profile
-                .launched(label.unwrap_or(name), start, end, t.elapsed());
-        }
+        r.map_err(|e| format!("{e:?}"))
     }
 
     /// Uninitialised device memory for `n` elements (at least one, so every buffer has an address).
@@ -245,6 +272,7 @@ impl Dev {
     }
 
     pub fn zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(&self, n: usize) -> CudaSlice<T> {
+        self.send_recorded();
         let t = std::time::Instant::now();
         let s = ok(self.stream.alloc_zeros::<T>(n.max(1)), "alloc_zeros");
         self.profile.allocated(t.elapsed());
@@ -255,6 +283,7 @@ impl Dev {
         if v.is_empty() {
             return self.alloc(1);
         }
+        self.send_recorded();
         let t = std::time::Instant::now();
         let s = ok(self.stream.clone_htod(v), "upload");
         self.profile.uploaded(std::mem::size_of_val(v), t.elapsed());
@@ -273,6 +302,7 @@ impl Dev {
 
     /// The first `n` values of `s` without the staging buffer, for small results (waits for the stream).
     pub fn download_small<T: DeviceRepr>(&self, s: &CudaSlice<T>, n: usize) -> Vec<T> {
+        self.send_recorded();
         let v = ok(self.stream.clone_dtoh(&s.slice(0..n)), "download");
         self.sync();
         v
@@ -283,6 +313,7 @@ impl Dev {
         if n == 0 {
             return Vec::new();
         }
+        self.send_recorded();
         let mut guard = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
         if guard.as_ref().is_none_or(|p| p.len() < n) {
             guard.take();
@@ -307,6 +338,7 @@ impl Dev {
             "download",
         );
         ok(self.stream.synchronize(), "synchronize");
+        self.after_sync();
         host.to_vec()
     }
 
@@ -345,17 +377,11 @@ impl Dev {
 
     /// Copies `n` elements device to device.
     pub fn copy<T: DeviceRepr>(&self, src: &CudaSlice<T>, dst: &mut CudaSlice<T>, n: usize) {
-        if n == 0 {
-            return;
-        }
-        ok(
-            self.stream
-                .memcpy_dtod(&src.slice(0..n), &mut dst.slice_mut(0..n)),
-            "copy",
-        );
+        self.copy_at(src, 0, dst, 0, n)
     }
 
-    /// Copies `n` elements device to device, from `src[from..]` to `dst[to..]`.
+    /// Copies `n` elements device to device, from `src[from..]` to `dst[to..]`: inside a recorded round a kernel
+    /// (so it takes its place among the recorded launches), else the driver's copy.
     pub fn copy_at<T: DeviceRepr>(
         &self,
         src: &CudaSlice<T>,
@@ -367,6 +393,30 @@ impl Dev {
         if n == 0 {
             return;
         }
+        assert!(
+            from + n <= src.len() && to + n <= dst.len(),
+            "copy of {n} elements from {from} of {} to {to} of {}",
+            src.len(),
+            dst.len()
+        );
+        let words = std::mem::size_of::<T>() / 4;
+        if self.recording() && std::mem::size_of::<T>() % 4 == 0 && words > 0 {
+            let (s, d) = (self.ptr(src), self.ptr(dst));
+            let size = std::mem::size_of::<T>() as u64;
+            let total = n * words;
+            self.launch(
+                "copy_words",
+                ((total.div_ceil(256) as u32).clamp(1, 1024), 1, 1),
+                256,
+                &[
+                    Arg::P(s + from as u64 * size),
+                    Arg::P(d + to as u64 * size),
+                    Arg::P(total as u64),
+                ],
+            );
+            return;
+        }
+        self.send_recorded();
         ok(
             self.stream
                 .memcpy_dtod(&src.slice(from..from + n), &mut dst.slice_mut(to..to + n)),
@@ -375,7 +425,9 @@ impl Dev {
     }
 
     pub fn sync(&self) {
+        self.send_recorded();
         ok(self.stream.synchronize(), "synchronize");
+        self.after_sync();
     }
 }
 
@@ -435,6 +487,7 @@ fn pool_enabled() -> bool {
 /// Every kernel the module must export.
 pub fn kernel_names() -> Vec<String> {
     let mut v: Vec<String> = [
+        "copy_words",
         "rms_norm",
         "add_assign",
         "swiglu",

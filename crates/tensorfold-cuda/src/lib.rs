@@ -4,6 +4,7 @@
 mod attention;
 mod deltanet;
 pub mod device;
+mod graph;
 pub mod libs;
 pub mod nvrtc;
 mod ops;
@@ -13,6 +14,7 @@ mod round;
 mod sample;
 mod scratch;
 pub mod selftest;
+mod stage;
 
 use std::sync::Arc;
 use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
@@ -21,6 +23,7 @@ use tensorfold_core::{CoreError, Result, StoredMatrix};
 
 pub use attention::{CudaKv, KvPool, PAGE_ROWS};
 pub use deltanet::{CudaLinear, CudaLinearSnapshot};
+pub use graph::GraphStats;
 pub use ops::{CudaAct, CudaMatrix, CudaVector};
 
 /// Why the CUDA backend could not start (no driver, no GPU, no NVRTC, a kernel that failed to build).
@@ -120,6 +123,12 @@ impl CudaBackend {
     /// Kernels launched so far (the self-test checks which ops share launches; `bench` prints them per round).
     pub fn launches(&self) -> usize {
         self.dev.launches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// CUDA graph counts so far: segments sent as graphs and plainly, graphs built, nodes updated (None when
+    /// graphs are off: `TENSORFOLD_CUDA_GRAPHS=0` or profiling).
+    pub fn graph_stats(&self) -> Option<GraphStats> {
+        self.dev.graph_stats()
     }
 
     /// A projection with the 4-bit weight stream's pipeline depth given (0 = direct loads), whatever the

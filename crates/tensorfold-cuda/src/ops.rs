@@ -216,8 +216,9 @@ pub(crate) fn embed(dev: &Dev, table: &CudaMatrix, ids: &[u32]) -> CudaAct {
     if ids.is_empty() {
         return out;
     }
-    let dev_ids = dev.upload(ids);
-    let (o, i) = (dev.ptr(&out.buf), dev.ptr(&dev_ids));
+    dev.round_rows(ids.len());
+    let dev_ids = dev.stage(ids);
+    let (o, i) = (dev.ptr(&out.buf), dev.staged_ptr(&dev_ids));
     let grid = (ids.len() as u32, 1, 1);
     match table {
         CudaMatrix::Dense { dtype, data, .. } => dev.launch(

@@ -62,7 +62,7 @@ pub(crate) fn draw_edited_rows(
             ]
         })
         .collect();
-    let desc = dev.upload(&desc);
+    let desc = dev.stage(&desc);
     let threads = 256u32;
     dev.launch(
         "edit_logits",
@@ -70,7 +70,7 @@ pub(crate) fn draw_edited_rows(
         threads,
         &[
             Arg::P(dev.ptr(&copy.buf)),
-            Arg::P(dev.ptr(&desc)),
+            Arg::P(dev.staged_ptr(&desc)),
             Arg::I(edits.len() as i32),
             Arg::I(logits.cols as i32),
         ],
@@ -166,7 +166,7 @@ fn launch_keyed<'a>(
     if n == 0 {
         return None;
     }
-    let desc = dev.upload(&desc);
+    let desc = dev.stage(&desc);
     let spans = logits.cols.div_ceil(DRAW_SPAN);
     let pv = dev.scratch::<f64>(n * spans);
     let pi = dev.scratch::<i32>(n * spans);
@@ -177,7 +177,7 @@ fn launch_keyed<'a>(
         DRAW_THREADS,
         &[
             Arg::P(dev.ptr(&logits.buf)),
-            Arg::P(dev.ptr(&desc)),
+            Arg::P(dev.staged_ptr(&desc)),
             Arg::I(logits.cols as i32),
             Arg::P(dev.ptr(&pv)),
             Arg::P(dev.ptr(&pi)),
@@ -206,7 +206,7 @@ fn launch_tops(dev: &Dev, logits: &CudaAct, asks: &[(usize, f64, usize)]) -> Opt
         .iter()
         .flat_map(|&(row, inv_t, count)| [row as u64, inv_t.to_bits(), count.min(TOP_MAX) as u64])
         .collect();
-    let desc = dev.upload(&desc);
+    let desc = dev.stage(&desc);
     let out = dev.scratch::<u32>(asks.len() * TOP_WORDS);
     dev.launch(
         "row_top",
@@ -214,7 +214,7 @@ fn launch_tops(dev: &Dev, logits: &CudaAct, asks: &[(usize, f64, usize)]) -> Opt
         TOP_THREADS,
         &[
             Arg::P(dev.ptr(&logits.buf)),
-            Arg::P(dev.ptr(&desc)),
+            Arg::P(dev.staged_ptr(&desc)),
             Arg::I(logits.cols as i32),
             Arg::P(dev.ptr(&out)),
         ],

@@ -6,7 +6,7 @@
 
 use crate::device::ok;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ const IDLE_BYTES: usize = 4 << 30;
 /// Idle device allocations by size class (bytes).
 pub struct ScratchPool {
     stream: Arc<CudaStream>,
-    free: Mutex<(HashMap<usize, Vec<u64>>, usize)>,
+    free: Mutex<(HashMap<usize, BTreeSet<u64>>, usize)>,
 }
 
 /// The size class of a request: at least 256 bytes, rounded up to a sixteenth of its power of two (at most 12.5%
@@ -36,10 +36,12 @@ impl ScratchPool {
         })
     }
 
-    /// An idle allocation of `class` bytes, if one is kept.
+    /// An idle allocation of `class` bytes, if one is kept: the lowest address, so a round that allocates and
+    /// drops in the same order as the one before gets the same buffers (a recorded round's graph nodes then keep
+    /// their arguments: graph.rs).
     fn take(&self, class: usize) -> Option<u64> {
         let mut g = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let ptr = g.0.get_mut(&class)?.pop()?;
+        let ptr = g.0.get_mut(&class)?.pop_first()?;
         g.1 -= class;
         Some(ptr)
     }
@@ -51,7 +53,7 @@ impl ScratchPool {
             self.free_now(ptr, class);
             return;
         }
-        g.0.entry(class).or_default().push(ptr);
+        g.0.entry(class).or_default().insert(ptr);
         g.1 += class;
     }
 }
