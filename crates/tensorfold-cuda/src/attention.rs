@@ -103,8 +103,10 @@ pub struct CudaKv {
     dev: Arc<Dev>,
     pool: Arc<KvPool>,
     pages: Vec<CudaSlice<f32>>,
-    /// Device array of the pages' addresses (None while there are no pages).
-    table: Option<Arc<CudaSlice<u64>>>,
+    /// Device array of the pages' addresses with room for `table_cap` (None while there are no pages). Kernels
+    /// write it (copy_words), so a page taken inside a recorded round keeps its place among the launches.
+    table: Option<Buf<u64>>,
+    table_cap: usize,
     len: usize,
     row: usize,
     pending: Option<(Arc<KvRound>, Vec<usize>)>,
@@ -125,6 +127,7 @@ impl CudaKv {
             pool,
             pages: Vec::new(),
             table: None,
+            table_cap: 0,
             len: 0,
             row: spec.kv_heads * spec.head_dim,
             pending: None,
@@ -158,9 +161,25 @@ impl CudaKv {
                 })?;
             self.pages.push(page);
         }
-        if self.pages.len() != before || self.table.is_none() && !self.pages.is_empty() {
-            let ptrs: Vec<u64> = self.pages.iter().map(|p| self.dev.ptr(p)).collect();
-            self.table = Some(self.dev.u64s(&ptrs));
+        let n = self.pages.len();
+        if n > before {
+            let dev = &self.dev;
+            if n > self.table_cap {
+                let cap = n.next_power_of_two().max(16);
+                let fresh = dev.scratch::<u64>(cap);
+                if let Some(old) = &self.table {
+                    dev.copy_words(dev.ptr(old), dev.ptr(&fresh), 2 * before);
+                }
+                self.table = Some(fresh);
+                self.table_cap = cap;
+            }
+            let ptrs: Vec<u64> = self.pages[before..].iter().map(|p| dev.ptr(p)).collect();
+            let staged = dev.stage(&ptrs);
+            dev.copy_words(
+                dev.staged_ptr(&staged),
+                self.table_ptr() + 8 * before as u64,
+                2 * (n - before),
+            );
         }
         Ok(())
     }
@@ -219,6 +238,8 @@ impl CudaKv {
     pub(crate) fn import(&mut self, k: &[f32], v: &[f32]) -> Result<(), String> {
         let n = k.len() / self.row.max(1);
         self.reserve(n)?;
+        // The pages are written by the driver's copies below: what was recorded goes first (graph.rs).
+        self.dev.send_recorded();
         for (pi, page) in self.pages.iter_mut().enumerate() {
             let lo = pi * PAGE_ROWS;
             if lo >= n {

@@ -401,18 +401,11 @@ impl Dev {
         );
         let words = std::mem::size_of::<T>() / 4;
         if self.recording() && std::mem::size_of::<T>() % 4 == 0 && words > 0 {
-            let (s, d) = (self.ptr(src), self.ptr(dst));
             let size = std::mem::size_of::<T>() as u64;
-            let total = n * words;
-            self.launch(
-                "copy_words",
-                ((total.div_ceil(256) as u32).clamp(1, 1024), 1, 1),
-                256,
-                &[
-                    Arg::P(s + from as u64 * size),
-                    Arg::P(d + to as u64 * size),
-                    Arg::P(total as u64),
-                ],
+            self.copy_words(
+                self.ptr(src) + from as u64 * size,
+                self.ptr(dst) + to as u64 * size,
+                n * words,
             );
             return;
         }
@@ -421,6 +414,20 @@ impl Dev {
             self.stream
                 .memcpy_dtod(&src.slice(from..from + n), &mut dst.slice_mut(to..to + n)),
             "copy",
+        );
+    }
+
+    /// Copies `words` 32-bit words from device address `src` to `dst` with a kernel (ordered among the launches,
+    /// recorded or not).
+    pub fn copy_words(&self, src: u64, dst: u64, words: usize) {
+        if words == 0 {
+            return;
+        }
+        self.launch(
+            "copy_words",
+            ((words.div_ceil(256) as u32).clamp(1, 1024), 1, 1),
+            256,
+            &[Arg::P(src), Arg::P(dst), Arg::P(words as u64)],
         );
     }
 
