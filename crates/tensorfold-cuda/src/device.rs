@@ -400,7 +400,7 @@ impl Dev {
             dst.len()
         );
         let words = std::mem::size_of::<T>() / 4;
-        if self.recording() && std::mem::size_of::<T>() % 4 == 0 && words > 0 {
+        if self.recording() && std::mem::size_of::<T>().is_multiple_of(4) && words > 0 {
             let size = std::mem::size_of::<T>() as u64;
             self.copy_words(
                 self.ptr(src) + from as u64 * size,

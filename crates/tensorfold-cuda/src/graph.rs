@@ -240,53 +240,46 @@ impl Recorder {
             .enumerate()
             .map(|(i, g)| (g.differing(&launches), i))
             .min();
-        let seen = self.seen.contains(&key);
-        let result = match best {
-            Some((d, i)) if d * 4 <= launches.len() || variants.len() >= VARIANTS => {
+        if let Some((d, i)) = best {
+            if d * 4 <= launches.len() || variants.len() >= VARIANTS {
                 let g = &mut variants[i];
                 g.used = tick;
-                replay(g, launches, stream, &mut self.stats)
+                let r = replay(g, launches, stream, &mut self.stats);
+                return self.give_up_on(r);
             }
-            _ if seen || best.is_some() => match {
-                if let (true, Some((_, i))) = (trace(), best) {
-                    let g = &variants[i];
-                    eprintln!(
-                        "graph build: the closest of {} variants differs in:",
-                        variants.len()
-                    );
-                    for (j, (a, b)) in g.launches.iter().zip(&launches).enumerate() {
-                        if !a.same_params(b) {
-                            trace_update(j, a, b);
-                        }
-                    }
-                }
-                build(&launches, stream, issue)
-            } {
-                Ok(mut g) => {
-                    self.stats.builds += 1;
-                    g.used = tick;
-                    let r = launch_graph(&g, stream);
-                    variants.push(g);
-                    self.evict();
-                    r.map(|()| self.stats.graph_sends += 1)
-                }
-                Err(e) => {
-                    // Nothing of this segment has run: issue it plainly, and stop using graphs.
-                    issue_all(&launches, issue);
-                    Err(e)
-                }
-            },
-            _ => {
-                if self.seen.len() > 4096 {
-                    self.seen.clear();
-                }
-                self.seen.insert(key);
-                self.stats.plain_sends += 1;
+            if trace() {
+                trace_build(&variants[i], variants.len(), &launches);
+            }
+        } else if !self.seen.contains(&key) {
+            // First sight: plain launches (a sequence seen once, like a prompt's, is never captured).
+            if self.seen.len() > 4096 {
+                self.seen.clear();
+            }
+            self.seen.insert(key);
+            self.stats.plain_sends += 1;
+            return issue_all(&launches, issue);
+        }
+        let r = match build(&launches, stream, issue) {
+            Ok(mut g) => {
+                self.stats.builds += 1;
+                g.used = tick;
+                let r = launch_graph(&g, stream);
+                self.graphs.entry(key).or_default().push(g);
+                self.evict();
+                r.map(|()| self.stats.graph_sends += 1)
+            }
+            Err(e) => {
+                // Nothing of this segment has run: issue it plainly, and stop using graphs.
                 issue_all(&launches, issue);
-                Ok(())
+                Err(e)
             }
         };
-        if let Err(e) = result {
+        self.give_up_on(r)
+    }
+
+    /// After a graph call failed: plain launches from now on (the error is printed once and kept).
+    fn give_up_on(&mut self, r: Result<(), String>) {
+        if let Err(e) = r {
             eprintln!("CUDA graphs off from now on: {e}");
             self.graphs.clear();
             self.broken = Some(e);
@@ -309,7 +302,7 @@ impl Recorder {
             .map(|&(_, k, i)| (k, i))
             .collect();
         // Highest index first, so removing one does not move the others of its key.
-        drop.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+        drop.sort_unstable_by_key(|d| std::cmp::Reverse(d.1));
         for (k, i) in drop {
             if let Some(v) = self.graphs.get_mut(&k) {
                 v.remove(i);
@@ -522,4 +515,59 @@ fn trace_update(i: usize, old: &Launch, new: &Launch) {
         new.grid,
         changed.join(", ")
     );
+}
+
+/// Why a variant is captured: the launches where the closest of `count` variants differs.
+fn trace_build(closest: &Exec, count: usize, launches: &[Launch]) {
+    eprintln!("graph build: the closest of {count} variants differs in:");
+    for (j, (a, b)) in closest.launches.iter().zip(launches).enumerate() {
+        if !a.same_params(b) {
+            trace_update(j, a, b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(func: usize, block: u32, args: Vec<Arg>) -> Launch {
+        Launch {
+            func: func as sys::CUfunction,
+            grid: (1, 1, 1),
+            block,
+            args,
+        }
+    }
+
+    #[test]
+    fn launches_match_on_argument_bits_so_a_nan_matches_itself_and_zero_signs_differ() {
+        let nan = launch(1, 32, vec![Arg::F(f32::NAN), Arg::D(1.5)]);
+        assert!(nan.same_params(&nan.clone()));
+        let pos = launch(1, 32, vec![Arg::F(0.0)]);
+        let neg = launch(1, 32, vec![Arg::F(-0.0)]);
+        assert!(!pos.same_params(&neg));
+        let mut wider = pos.clone();
+        wider.grid = (2, 1, 1);
+        assert!(!pos.same_params(&wider));
+        // An i32 and a pointer with the same value are different arguments.
+        assert!(!launch(1, 32, vec![Arg::I(7)]).same_params(&launch(1, 32, vec![Arg::P(7)])));
+    }
+
+    #[test]
+    fn a_segments_key_follows_its_kernels_and_blocks_not_its_arguments() {
+        let a = [launch(1, 32, vec![Arg::P(8)]), launch(2, 64, vec![])];
+        let same_kernels_new_args = [
+            launch(1, 32, vec![Arg::P(16)]),
+            launch(2, 64, vec![Arg::I(3)]),
+        ];
+        assert_eq!(sequence_key(&a), sequence_key(&same_kernels_new_args));
+        assert!(same_kernels(&a, &same_kernels_new_args));
+        let swapped = [launch(2, 64, vec![]), launch(1, 32, vec![Arg::P(8)])];
+        assert_ne!(sequence_key(&a), sequence_key(&swapped));
+        let other_block = [launch(1, 32, vec![Arg::P(8)]), launch(2, 128, vec![])];
+        assert_ne!(sequence_key(&a), sequence_key(&other_block));
+        assert!(!same_kernels(&a, &other_block));
+        assert!(!same_kernels(&a, &a[..1]));
+    }
 }
