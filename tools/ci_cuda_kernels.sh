@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# CI without a GPU: compiles every CUDA kernel with NVRTC taken from NVIDIA's pip wheel (sm_90 and sm_90a), and
-# lints the binary built with `--features cuda` (the `--device cuda` paths of run, serve, check and bench).
+# CI without a GPU: compiles every CUDA kernel with NVRTC taken from NVIDIA's pip wheel (sm_90 and sm_90a), lints
+# the binary built with `--features cuda` (the `--device cuda` paths of run, serve, check and bench), and decodes on
+# the CPU emulator with CUDA graphs on and off (tools/ci_cuda_emulator.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,3 +18,4 @@ echo "NVRTC from $dir"
 TENSORFOLD_NVRTC_DIR="$dir" TENSORFOLD_REQUIRE_NVRTC=1 \
   cargo test -p tensorfold-cuda --test nvrtc_compile -- --nocapture
 cargo clippy -p tensorfold --features cuda --all-targets -- -D warnings
+tools/ci_cuda_emulator.sh "$dir"
