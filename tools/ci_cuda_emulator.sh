@@ -9,7 +9,7 @@ nvrtc_dir=${1:?usage: ci_cuda_emulator.sh NVRTC_LIB_DIR}
 emu="$PWD/target/cuda-emu"
 bash crates/tensorfold-cuda/emu/build.sh "$emu"
 cargo build -p tensorfold --features cuda
-bin="$PWD/target/debug/tensorfold"
+bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/tensorfold"
 export LD_LIBRARY_PATH="$emu:$nvrtc_dir" TENSORFOLD_CACHE_DIR="$PWD/target/cuda-emu-cache"
 status=0
 # tiny-mlx-4bit decodes 300 tokens, so its KV page tables grow past their first 16 pages inside recorded rounds;
