@@ -227,28 +227,44 @@ impl Recorder {
         }
         let key = sequence_key(&launches);
         self.tick += 1;
+        let r = self.send_as_graph(key, &launches, stream, issue);
+        if r.is_err() {
+            // The segment did not run (a failed update, capture or graph launch runs nothing): issue it plainly.
+            issue_all(&launches, issue);
+        }
+        self.give_up_on(r);
+    }
+
+    /// Replays, captures or (first sight) plainly issues one segment; Err means none of it ran.
+    fn send_as_graph(
+        &mut self,
+        key: u64,
+        launches: &[Launch],
+        stream: &Arc<CudaStream>,
+        issue: &dyn Fn(&Launch) -> Result<(), String>,
+    ) -> Result<(), String> {
         let tick = self.tick;
-        let variants = self.graphs.entry(key).or_default();
-        // Two sequences with one key (a hash collision): the new one replaces the old.
-        variants.retain(|g| same_kernels(&g.launches, &launches));
-        // The variant whose arguments are closest: buffers recycled in a round's own rhythm (a state's two
-        // buffers taking turns, say) come back to the same addresses every other round, so a few variants of a
-        // segment replay with few updates. Another variant is captured only when the closest differs in more than
-        // a quarter of the segment's launches: a capture costs more than updating that many nodes.
-        let best = variants
-            .iter()
-            .enumerate()
-            .map(|(i, g)| (g.differing(&launches), i))
-            .min();
-        if let Some((d, i)) = best {
-            if d * 4 <= launches.len() || variants.len() >= VARIANTS {
-                let g = &mut variants[i];
-                g.used = tick;
-                let r = replay(g, launches, stream, &mut self.stats);
-                return self.give_up_on(r);
-            }
-            if trace() {
-                trace_build(&variants[i], variants.len(), &launches);
+        if let Some(variants) = self.graphs.get_mut(&key) {
+            // Two sequences with one key (a hash collision): the new one replaces the old.
+            variants.retain(|g| same_kernels(&g.launches, launches));
+            // The variant whose arguments are closest: buffers recycled in a round's own rhythm (a state's two
+            // buffers taking turns, say) come back to the same addresses every other round, so a few variants of
+            // a segment replay with few updates. Another variant is captured only when the closest differs in
+            // more than a quarter of the segment's launches: a capture costs more than updating that many nodes.
+            let best = variants
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (g.differing(launches), i))
+                .min();
+            if let Some((d, i)) = best {
+                if d * 4 <= launches.len() || variants.len() >= VARIANTS {
+                    let g = &mut variants[i];
+                    g.used = tick;
+                    return replay(g, launches, stream, &mut self.stats);
+                }
+                if trace() {
+                    trace_build(&variants[i], variants.len(), launches);
+                }
             }
         } else if !self.seen.contains(&key) {
             // First sight: plain launches (a sequence seen once, like a prompt's, is never captured).
@@ -257,24 +273,16 @@ impl Recorder {
             }
             self.seen.insert(key);
             self.stats.plain_sends += 1;
-            return issue_all(&launches, issue);
+            issue_all(launches, issue);
+            return Ok(());
         }
-        let r = match build(&launches, stream, issue) {
-            Ok(mut g) => {
-                self.stats.builds += 1;
-                g.used = tick;
-                let r = launch_graph(&g, stream);
-                self.graphs.entry(key).or_default().push(g);
-                self.evict();
-                r.map(|()| self.stats.graph_sends += 1)
-            }
-            Err(e) => {
-                // Nothing of this segment has run: issue it plainly, and stop using graphs.
-                issue_all(&launches, issue);
-                Err(e)
-            }
-        };
-        self.give_up_on(r)
+        let mut g = build(launches, stream, issue)?;
+        self.stats.builds += 1;
+        g.used = tick;
+        let r = launch_graph(&g, stream);
+        self.graphs.entry(key).or_default().push(g);
+        self.evict();
+        r.map(|()| self.stats.graph_sends += 1)
     }
 
     /// After a graph call failed: plain launches from now on (the error is printed once and kept).
@@ -444,16 +452,16 @@ fn chain_nodes(graph: sys::CUgraph, n: usize) -> Result<Vec<sys::CUgraphNode>, S
 /// Updates the nodes whose launches changed, then launches the graph.
 fn replay(
     g: &mut Exec,
-    launches: Vec<Launch>,
+    launches: &[Launch],
     stream: &CudaStream,
     stats: &mut GraphStats,
 ) -> Result<(), String> {
-    for (i, l) in launches.into_iter().enumerate() {
-        if g.launches[i].same_params(&l) {
+    for (i, l) in launches.iter().enumerate() {
+        if g.launches[i].same_params(l) {
             continue;
         }
         if trace() {
-            trace_update(i, &g.launches[i], &l);
+            trace_update(i, &g.launches[i], l);
         }
         let mut vals = l.args.clone();
         let mut ptrs = Launch::param_ptrs(&mut vals);
@@ -478,7 +486,7 @@ fn replay(
             "update a graph node",
         )?;
         stats.node_updates += 1;
-        g.launches[i] = l;
+        g.launches[i] = l.clone();
     }
     launch_graph(g, stream)?;
     stats.graph_sends += 1;
