@@ -87,27 +87,44 @@ __device__ __forceinline__ const float* value_row(int t, int clen, const u64* pa
 #define ATILES (ACH / 32)    // tiles per chunk
 #define AWARPS 8             // warps per chunk block: one tile each
 
-// One tile's partials for G query heads of one kv head: keys t0.. (up to 32) of a row against the normed, rotated
-// queries q[g] (shared). Each lane loads its key and each value once for the G heads (K and V traffic / G); per
-// head the arithmetic is that of G = 1 (the same products and sums in the same order), so the bits do not depend
-// on G. Returns per head the tile's max score and exp-sum (same in every lane); o[g][j] holds
-// Σ_k exp(s_k − max)·v_k[lane+32j].
+// Scores of one tile for G query heads of one kv head: lane l takes key t0 + l (NEG_INF from n on), s[g] =
+// ((a0 + a1) + (a2 + a3))·scale with a_c the fmaf chain of q[g]·k over dimensions c, c + 4, …, in order. A tile
+// of committed keys (the bulk of a long context) knows its stride, PAGE, so its loads are immediate offsets from
+// one pointer: the generic path spent as many instructions on addresses as on products (both kernels were bound by
+// their instructions, call 65). The chains are the same on both paths, so the bits are.
 template <int G>
-__device__ __forceinline__ void attn_tile(const float (*q)[HDMAX], int t0, int n, int clen, const u64* pages,
-                                          const float* kround, const float* vround, const int* m, const int* paths,
-                                          int row, int rr, int off, int hd, float scale, float (&tmax)[G],
-                                          float (&tsum)[G], float (&o)[G][HDMAX / 32]) {
-    const int lane = threadIdx.x & 31;
-    const int t = t0 + lane;
-    float s[G];
+__device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0, int n, int clen,
+                                            const u64* pages, const float* kround, const int* m, const int* paths,
+                                            int rr, int off, int hd, float scale, float (&s)[G]) {
+    const int t = t0 + (threadIdx.x & 31);
 #pragma unroll
     for (int g = 0; g < G; ++g) s[g] = NEG_INF;
-    if (t < n) {
+    if (t >= n) return;
+    float a0[G], a1[G], a2[G], a3[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) a0[g] = a1[g] = a2[g] = a3[g] = 0.0f;
+    if (t0 + 32 <= clen) {
+        const float* kp = reinterpret_cast<const float*>(pages[t / PAGE]) + (size_t)off * PAGE + t % PAGE;
+#pragma unroll 8
+        for (int d = 0; d < hd / 4; ++d) {
+            const float* k4 = kp + d * 4 * PAGE;
+            float4 kv;
+            kv.x = k4[0];
+            kv.y = k4[PAGE];
+            kv.z = k4[2 * PAGE];
+            kv.w = k4[3 * PAGE];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                const float4 qv = q[g][d];
+                a0[g] = fmaf(qv.x, kv.x, a0[g]);
+                a1[g] = fmaf(qv.y, kv.y, a1[g]);
+                a2[g] = fmaf(qv.z, kv.z, a2[g]);
+                a3[g] = fmaf(qv.w, kv.w, a3[g]);
+            }
+        }
+    } else {
         int ks;
         const float* kp = key_col(t, clen, pages, kround, m, paths, rr, off, ks);
-        float a0[G], a1[G], a2[G], a3[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) a0[g] = a1[g] = a2[g] = a3[g] = 0.0f;
 #pragma unroll 8
         for (int d = 0; d < hd / 4; ++d) {
             float4 kv;
@@ -118,31 +135,61 @@ __device__ __forceinline__ void attn_tile(const float (*q)[HDMAX], int t0, int n
             kp += 4 * ks;
 #pragma unroll
             for (int g = 0; g < G; ++g) {
-                const float4 qv = reinterpret_cast<const float4*>(q[g])[d];
+                const float4 qv = q[g][d];
                 a0[g] = fmaf(qv.x, kv.x, a0[g]);
                 a1[g] = fmaf(qv.y, kv.y, a1[g]);
                 a2[g] = fmaf(qv.z, kv.z, a2[g]);
                 a3[g] = fmaf(qv.w, kv.w, a3[g]);
             }
         }
-#pragma unroll
-        for (int g = 0; g < G; ++g) s[g] = ((a0[g] + a1[g]) + (a2[g] + a3[g])) * scale;
     }
-    float p[G];
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-        tmax[g] = warp_max(s[g]);
-        p[g] = t < n ? expf(s[g] - tmax[g]) : 0.0f;
-        tsum[g] = warp_sum(p[g]);
+    for (int g = 0; g < G; ++g) s[g] = ((a0[g] + a1[g]) + (a2[g] + a3[g])) * scale;
+}
+
+// Value sums of one tile for G heads: o[g][j] = Σ_u p_u·v_u[lane + 32j] over its keys u = 0 … cnt − 1 in key order
+// (p_u is lane u's p[g]). A whole tile of committed keys at the largest head_dim takes a path with no per-key or
+// per-dimension bounds (two pages, 16 keys each); the sums are the same chains on both paths.
+template <int G>
+__device__ __forceinline__ void tile_values(const float (&p)[G], int t0, int cnt, int clen, const u64* pages,
+                                            const float* vround, const int* m, const int* paths, int row, int off,
+                                            int hd, float (&o)[G][HDMAX / 32]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int g = 0; g < G; ++g)
 #pragma unroll
         for (int j = 0; j < HDMAX / 32; ++j) o[g][j] = 0.0f;
-    }
-    const int cnt = min(32, n - t0);
-    // Values eight keys at a time (their loads in flight together), added in key order.
-    for (int u0 = 0; u0 < cnt; u0 += 8) {
-        float vv[8][HDMAX / 32];
+    if (cnt == 32 && t0 + 32 <= clen && hd == HDMAX) {
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
+        for (int half = 0; half < 2; ++half) {
+            const float* base =
+                reinterpret_cast<const float*>(pages[t0 / PAGE + half]) + (size_t)PAGE * row + off + lane;
+#pragma unroll 1
+            for (int u0 = 0; u0 < PAGE; u0 += 4) {
+                float vv[4][HDMAX / 32];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const float* vp = base + (size_t)(u0 + k) * row;
+#pragma unroll
+                    for (int j = 0; j < HDMAX / 32; ++j) vv[k][j] = vp[32 * j];
+                }
+#pragma unroll
+                for (int g = 0; g < G; ++g)
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        const float pu = __shfl_sync(FULL_MASK, p[g], half * PAGE + u0 + k);
+#pragma unroll
+                        for (int j = 0; j < HDMAX / 32; ++j) o[g][j] = fmaf(pu, vv[k][j], o[g][j]);
+                    }
+            }
+        }
+        return;
+    }
+    // Four keys at a time, their loads in flight together.
+    for (int u0 = 0; u0 < cnt; u0 += 4) {
+        float vv[4][HDMAX / 32];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
             const int u = u0 + k;
             const float* vp = u < cnt ? value_row(t0 + u, clen, pages, vround, m, paths, row, off) : nullptr;
 #pragma unroll
@@ -154,7 +201,7 @@ __device__ __forceinline__ void attn_tile(const float (*q)[HDMAX], int t0, int n
 #pragma unroll
         for (int g = 0; g < G; ++g) {
 #pragma unroll
-            for (int k = 0; k < 8; ++k) {
+            for (int k = 0; k < 4; ++k) {
                 if (u0 + k >= cnt) break;
                 const float pu = __shfl_sync(FULL_MASK, p[g], (u0 + k) & 31);
 #pragma unroll
@@ -162,6 +209,28 @@ __device__ __forceinline__ void attn_tile(const float (*q)[HDMAX], int t0, int n
             }
         }
     }
+}
+
+// One tile's partials for G query heads of one kv head: keys t0.. (up to 32) of a row against the normed, rotated
+// queries q[g]. Each lane loads its key and each value once for the G heads (K and V traffic / G); per head the
+// arithmetic is that of G = 1 (the same products and sums in the same order), so the bits do not depend on G.
+// Returns per head the tile's max score and exp-sum (same in every lane); o[g][j] holds
+// Σ_k exp(s_k − max)·v_k[lane+32j].
+template <int G>
+__device__ __forceinline__ void attn_tile(const float4* const (&q)[G], int t0, int n, int clen, const u64* pages,
+                                          const float* kround, const float* vround, const int* m, const int* paths,
+                                          int row, int rr, int off, int hd, float scale, float (&tmax)[G],
+                                          float (&tsum)[G], float (&o)[G][HDMAX / 32]) {
+    const int t = t0 + (threadIdx.x & 31);
+    float s[G], p[G];
+    tile_scores<G>(q, t0, n, clen, pages, kround, m, paths, rr, off, hd, scale, s);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        tmax[g] = warp_max(s[g]);
+        p[g] = t < n ? expf(s[g] - tmax[g]) : 0.0f;
+        tsum[g] = warp_sum(p[g]);
+    }
+    tile_values<G>(p, t0, min(32, n - t0), clen, pages, vround, m, paths, row, off, hd, o);
 }
 
 // Partials of chunk blockIdx.z of rows row0 + blockIdx.y, query heads blockIdx.x·G … (G heads of one kv head): qr
@@ -191,9 +260,12 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
     const float scale = 1.0f / sqrtf((float)hd);
     const u64* pages = reinterpret_cast<const u64*>(tables[slot]);
     const int tiles = min(ATILES, (n - first + 31) / 32);
+    const float4* qp[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) qp[g] = reinterpret_cast<const float4*>(q[g]);
     for (int tt = warp; tt < tiles; tt += AWARPS) {
         float o[G][HDMAX / 32], mx[G], sm[G];
-        attn_tile<G>(q, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, rr, off, hd, scale, mx, sm,
+        attn_tile<G>(qp, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, rr, off, hd, scale, mx, sm,
                      o);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -292,36 +364,8 @@ __device__ __forceinline__ void attn_rows_heads(const float* __restrict__ qr, co
 #pragma unroll
     for (int g = 0; g < G; ++g) cmax[g] = NEG_INF;
     for (int tt = 0; tt < tiles; ++tt) {
-        const int t = first + 32 * tt + lane;
         float s[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) s[g] = NEG_INF;
-        if (t < n) {
-            int ks;
-            const float* kp = key_col(t, clen, pages, kround, m, paths, rr, off, ks);
-            float a0[G], a1[G], a2[G], a3[G];
-#pragma unroll
-            for (int g = 0; g < G; ++g) a0[g] = a1[g] = a2[g] = a3[g] = 0.0f;
-#pragma unroll 8
-            for (int d = 0; d < hd / 4; ++d) {
-                float4 kv;
-                kv.x = kp[0];
-                kv.y = kp[ks];
-                kv.z = kp[2 * ks];
-                kv.w = kp[3 * ks];
-                kp += 4 * ks;
-#pragma unroll
-                for (int g = 0; g < G; ++g) {
-                    const float4 qv = q[g][d];
-                    a0[g] = fmaf(qv.x, kv.x, a0[g]);
-                    a1[g] = fmaf(qv.y, kv.y, a1[g]);
-                    a2[g] = fmaf(qv.z, kv.z, a2[g]);
-                    a3[g] = fmaf(qv.w, kv.w, a3[g]);
-                }
-            }
-#pragma unroll
-            for (int g = 0; g < G; ++g) s[g] = ((a0[g] + a1[g]) + (a2[g] + a3[g])) * scale;
-        }
+        tile_scores<G>(q, first + 32 * tt, n, clen, pages, kround, m, paths, rr, off, hd, scale, s);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             cmax[g] = fmaxf(cmax[g], warp_max(s[g]));
@@ -346,34 +390,8 @@ __device__ __forceinline__ void attn_rows_heads(const float* __restrict__ qr, co
             tmax[g] = warp_max(s);
             p[g] = t < n ? expf(s - tmax[g]) : 0.0f;
             tsum[g] = warp_sum(p[g]);
-#pragma unroll
-            for (int j = 0; j < HDMAX / 32; ++j) o[g][j] = 0.0f;
         }
-        const int cnt = min(32, n - t0);
-        // Values four keys at a time (attn_tile takes eight; each sum still runs in key order).
-        for (int u0 = 0; u0 < cnt; u0 += 4) {
-            float vv[4][HDMAX / 32];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int u = u0 + k;
-                const float* vp = u < cnt ? value_row(t0 + u, clen, pages, vround, m, paths, row, off) : nullptr;
-#pragma unroll
-                for (int j = 0; j < HDMAX / 32; ++j) {
-                    const int d = lane + 32 * j;
-                    vv[k][j] = (vp != nullptr && d < hd) ? vp[d] : 0.0f;
-                }
-            }
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    if (u0 + k >= cnt) break;
-                    const float pu = __shfl_sync(FULL_MASK, p[g], (u0 + k) & 31);
-#pragma unroll
-                    for (int j = 0; j < HDMAX / 32; ++j) o[g][j] = fmaf(pu, vv[k][j], o[g][j]);
-                }
-            }
-        }
+        tile_values<G>(p, t0, min(32, n - t0), clen, pages, vround, m, paths, row, off, hd, o);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             const float w = expf(tmax[g] - cmax[g]);
