@@ -90,8 +90,10 @@ __device__ __forceinline__ const float* value_row(int t, int clen, const u64* pa
 // Scores of one tile for G query heads of one kv head: lane l takes key t0 + l (NEG_INF from n on), s[g] =
 // ((a0 + a1) + (a2 + a3))·scale with a_c the fmaf chain of q[g]·k over dimensions c, c + 4, …, in order. A tile
 // of committed keys (the bulk of a long context) knows its stride, PAGE, so its loads are immediate offsets from
-// one pointer: the generic path spent as many instructions on addresses as on products (both kernels were bound by
-// their instructions, call 65). The chains are the same on both paths, so the bits are.
+// one pointer: the generic path spends about as many instructions on addresses as on products (232 against 164 per
+// 8 steps of 4 dimensions, SASS of call 66; prefill of 16k tokens 13% faster). The chains are the same on both
+// paths, so the bits are (the backend-ops test compares rows whose keys are committed with the same rows whose keys
+// are all in the round).
 template <int G>
 __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0, int n, int clen,
                                             const u64* pages, const float* kround, const int* m, const int* paths,
@@ -149,7 +151,8 @@ __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0,
 
 // Value sums of one tile for G heads: o[g][j] = Σ_u p_u·v_u[lane + 32j] over its keys u = 0 … cnt − 1 in key order
 // (p_u is lane u's p[g]). A whole tile of committed keys at the largest head_dim takes a path with no per-key or
-// per-dimension bounds (two pages, 16 keys each); the sums are the same chains on both paths.
+// per-dimension bounds (two pages, 16 keys each: 157 instructions per 4 keys of 3 heads against 451); the sums are
+// the same chains on both paths.
 template <int G>
 __device__ __forceinline__ void tile_values(const float (&p)[G], int t0, int cnt, int clen, const u64* pages,
                                             const float* vround, const int* m, const int* paths, int row, int off,
@@ -310,9 +313,13 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
 
 // attn_chunk_g{G}: grid (heads / G, rows, chunks); G divides heads / kvh; rr = the round's rows (kround's width).
 // Two blocks an SM (at most 128 registers): left to itself ptxas gave attn_chunk_g3 153 registers, one block an SM,
-// and the 27B prefill of 16k tokens took 66% longer in attention (call 32).
+// and the 27B prefill of 16k tokens took 66% longer in attention (call 32). TF_ATTN_BLOCKS (a -D through
+// TENSORFOLD_CUDA_DEFINES) asks for another count, for timing runs.
+#ifndef TF_ATTN_BLOCKS
+#define TF_ATTN_BLOCKS 2
+#endif
 #define ATTN_CHUNK(G)                                                                                          \
-    extern "C" __global__ void __launch_bounds__(AWARPS * 32, 2) attn_chunk_g##G(                              \
+    extern "C" __global__ void __launch_bounds__(AWARPS * 32, TF_ATTN_BLOCKS) attn_chunk_g##G(                              \
         const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,   \
         const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch,   \
         int rr) {                                                                                              \
@@ -323,120 +330,6 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
 ATTN_CHUNK(1)
 ATTN_CHUNK(2)
 ATTN_CHUNK(3)
-
-// Rows sharing their keys (prompt chunks): attn_chunk's partials for RWARPS consecutive rows a block, one warp a
-// row walking the chunk's tiles in order, so the rows' loads of each key and value meet in the SM's L1 instead of
-// each row reading the chunk from L2 (attn_chunk's rows never share a block: the 16k-token prefill spent 6.3 of
-// its 15 s there, call 32). attn_chunk keeps every tile's value sums in shared memory until the chunk's max is
-// known; a warp here keeps only its scores (ACH floats per head) and makes two passes: the first computes the
-// scores and the chunk's max, the second the tiles' exp-sums and value sums, folded into the chunk's sums tile by
-// tile. Every number is attn_tile's and attn_chunk_heads's: the same products in the same chains (scores,
-// warp_max, expf, warp_sum, value sums in key order), the same merge chain over the tiles in order, so a row gets
-// the same bits from either kernel (the backend-ops test checks it).
-#define RWARPS 8  // rows per attn_rows block, one warp each
-
-template <int G>
-__device__ __forceinline__ void attn_rows_heads(const float* __restrict__ qr, const float* __restrict__ qg,
-                                                const float* __restrict__ kround, const float* __restrict__ vround,
-                                                float* __restrict__ out, float* __restrict__ part,
-                                                const u64* __restrict__ tables, const int* __restrict__ meta,
-                                                const int* __restrict__ paths, int heads, int kvh, int hd,
-                                                int row0, int nch, int rr, int nrows) {
-    __shared__ float sc[RWARPS][G][ACH];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int h0 = blockIdx.x * G, c = blockIdx.z, ri = blockIdx.y * RWARPS + warp;
-    // No block-wide barrier below: a warp without a row (or without keys in this chunk) just leaves.
-    if (ri >= nrows) return;
-    const int i = row0 + ri;
-    const int* m = meta + 5 * i;
-    const int slot = m[0], clen = m[2], plen = m[4];
-    const int n = clen + plen, first = c * ACH;
-    if (first >= n) return;
-    const int kh = h0 / (heads / kvh), row = kvh * hd, off = kh * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
-    const u64* pages = reinterpret_cast<const u64*>(tables[slot]);
-    const int tiles = min(ATILES, (n - first + 31) / 32);
-    const float4* q[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) q[g] = reinterpret_cast<const float4*>(qr + ((size_t)i * heads + h0 + g) * hd);
-    // Pass 1: scores (attn_tile's chains, lane = key) and the chunk's max (attn_chunk_heads's fmaxf chain).
-    float cmax[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) cmax[g] = NEG_INF;
-    for (int tt = 0; tt < tiles; ++tt) {
-        float s[G];
-        tile_scores<G>(q, first + 32 * tt, n, clen, pages, kround, m, paths, rr, off, hd, scale, s);
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            cmax[g] = fmaxf(cmax[g], warp_max(s[g]));
-            sc[warp][g][32 * tt + lane] = s[g];
-        }
-    }
-    // Pass 2: per tile its max again (the same warp_max of the same scores), exp-sum and value sums, each folded
-    // at once into the chunk's sums with the tile's weight exp(tmax − cmax), in tile order.
-    float csum[G], acc[G][HDMAX / 32];
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-        csum[g] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < HDMAX / 32; ++j) acc[g][j] = 0.0f;
-    }
-    for (int tt = 0; tt < tiles; ++tt) {
-        const int t0 = first + 32 * tt, t = t0 + lane;
-        float p[G], tmax[G], tsum[G], o[G][HDMAX / 32];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            const float s = sc[warp][g][32 * tt + lane];
-            tmax[g] = warp_max(s);
-            p[g] = t < n ? expf(s - tmax[g]) : 0.0f;
-            tsum[g] = warp_sum(p[g]);
-        }
-        tile_values<G>(p, t0, min(32, n - t0), clen, pages, vround, m, paths, row, off, hd, o);
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            const float w = expf(tmax[g] - cmax[g]);
-            csum[g] = fmaf(tsum[g], w, csum[g]);
-#pragma unroll
-            for (int j = 0; j < HDMAX / 32; ++j) acc[g][j] = fmaf(o[g][j], w, acc[g][j]);
-        }
-    }
-    const bool single = n <= ACH;
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-        const int h = h0 + g;
-        const float* qrow = qg + (size_t)i * heads * 2 * hd + (size_t)h * 2 * hd;
-        float* pp = part + (((size_t)(i - row0) * heads + h) * nch + c) * (hd + 2);
-#pragma unroll
-        for (int j = 0; j < HDMAX / 32; ++j) {
-            const int d = lane + 32 * j;
-            if (d >= hd) continue;
-            if (single) {
-                out[(size_t)i * heads * hd + (size_t)h * hd + d] = (acc[g][j] / csum[g]) * sigmoid_f(qrow[hd + d]);
-            } else {
-                pp[2 + d] = acc[g][j];
-                if (d == 0) {
-                    pp[0] = cmax[g];
-                    pp[1] = csum[g];
-                }
-            }
-        }
-    }
-}
-
-// attn_rows_g{G}: grid (heads / G, ⌈nrows / RWARPS⌉, chunks), the arguments of attn_chunk_g{G} and the launch's
-// rows (row0 .. row0 + nrows).
-#define ATTN_ROWS(G)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(RWARPS * 32, 2) attn_rows_g##G(                               \
-        const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,   \
-        const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch,   \
-        int rr, int nrows) {                                                                                   \
-        kernel_entry();                                                                                        \
-        attn_rows_heads<G>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, hd, row0, nch, \
-                           rr, nrows);                                                                         \
-    }
-ATTN_ROWS(1)
-ATTN_ROWS(2)
-ATTN_ROWS(3)
 
 // The chunks of rows row0 + blockIdx.y (head blockIdx.x) merged in chunk order against the row's max, times the
 // gate; rows of one chunk were written by attn_chunk.

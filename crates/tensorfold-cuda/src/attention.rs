@@ -50,34 +50,6 @@ fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usiz
 /// Set by the backend-ops test: 0 = by the launch's size (above), 1 = one head per block, 2 = grouped always.
 pub(crate) static GROUPING: AtomicU8 = AtomicU8::new(0);
 
-/// Rounds of more rows than this (prompt chunks) take `attn_rows` (RWARPS rows a block sharing their keys'
-/// loads in L1) instead of `attn_chunk` (a block per row); both give a row the same bits, so the choice is the
-/// launch's size alone. Rounds of up to 64 rows (decode, drafts, streams) keep `attn_chunk`: its warps split a
-/// row's tiles, where `attn_rows` walks them one warp a row. `TENSORFOLD_CUDA_ATTN_ROWS=0` turns it off (for
-/// same-run comparisons); `=all` gives every round to `attn_rows` (to run whole equality suites through it).
-const ROWS_KERNEL_FROM: usize = 65;
-/// Rows a block of attn_rows takes (RWARPS in attention.cu).
-const ROWS_PER_BLOCK: usize = 8;
-
-fn rows_kernel(rows: usize) -> bool {
-    static FROM: OnceLock<usize> = OnceLock::new();
-    let from = *FROM.get_or_init(
-        || match std::env::var("TENSORFOLD_CUDA_ATTN_ROWS").as_deref() {
-            Ok("0") => usize::MAX,
-            Ok("all") => 1,
-            _ => ROWS_KERNEL_FROM,
-        },
-    );
-    match ROWS_MODE.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => rows >= from,
-    }
-}
-
-/// Set by the backend-ops test: 0 = by the round's size (above), 1 = attn_chunk always, 2 = attn_rows always.
-pub(crate) static ROWS_MODE: AtomicU8 = AtomicU8::new(0);
-
 /// Pages of `2 · PAGE_ROWS · row` f32 (keys by dimension, then values by position), at most `capacity` taken at
 /// once.
 pub struct KvPool {
@@ -368,52 +340,30 @@ pub(crate) fn gated_attention(
     let part = (nch > 1).then(|| dev.scratch::<f32>(slice * per_row));
     let part_ptr = part.as_ref().map_or(0, |b| dev.ptr(b));
     let merge_threads = (hd.div_ceil(32) * 32) as u32;
-    let by_rows = rows_kernel(r);
-    let group = heads_per_block(
-        heads,
-        kvh,
-        if by_rows {
-            r.div_ceil(ROWS_PER_BLOCK)
-        } else {
-            r
-        },
-        nch,
-    );
+    let group = heads_per_block(heads, kvh, r, nch);
     for row0 in (0..r).step_by(slice) {
         let rows_here = slice.min(r - row0) as u32;
-        let (name, blocks_y) = if by_rows {
-            (
-                format!("attn_rows_g{group}"),
-                rows_here.div_ceil(ROWS_PER_BLOCK as u32),
-            )
-        } else {
-            (format!("attn_chunk_g{group}"), rows_here)
-        };
-        let mut args = vec![
-            Arg::P(dev.ptr(&qround)),
-            Arg::P(dev.ptr(&qg.buf)),
-            Arg::P(dev.ptr(&kround)),
-            Arg::P(dev.ptr(&v.buf)),
-            Arg::P(dev.ptr(&out.buf)),
-            Arg::P(part_ptr),
-            Arg::P(tables),
-            Arg::P(meta),
-            Arg::P(paths),
-            Arg::I(heads as i32),
-            Arg::I(kvh as i32),
-            Arg::I(hd as i32),
-            Arg::I(row0 as i32),
-            Arg::I(nch as i32),
-            Arg::I(r as i32),
-        ];
-        if by_rows {
-            args.push(Arg::I(rows_here as i32));
-        }
         dev.launch(
-            &name,
-            ((heads / group) as u32, blocks_y, nch as u32),
-            (if by_rows { ROWS_PER_BLOCK } else { CHUNK_WARPS } * 32) as u32,
-            &args,
+            &format!("attn_chunk_g{group}"),
+            ((heads / group) as u32, rows_here, nch as u32),
+            (CHUNK_WARPS * 32) as u32,
+            &[
+                Arg::P(dev.ptr(&qround)),
+                Arg::P(dev.ptr(&qg.buf)),
+                Arg::P(dev.ptr(&kround)),
+                Arg::P(dev.ptr(&v.buf)),
+                Arg::P(dev.ptr(&out.buf)),
+                Arg::P(part_ptr),
+                Arg::P(tables),
+                Arg::P(meta),
+                Arg::P(paths),
+                Arg::I(heads as i32),
+                Arg::I(kvh as i32),
+                Arg::I(hd as i32),
+                Arg::I(row0 as i32),
+                Arg::I(nch as i32),
+                Arg::I(r as i32),
+            ],
         );
         if nch > 1 {
             dev.launch(

@@ -442,35 +442,6 @@ pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend
             &[grouped_long.prefill, grouped_long.chain].concat(),
             &[one_long.prefill, one_long.chain].concat(),
         );
-        // Rows sharing their keys (attn_rows) == a block per row (attn_chunk), bit for bit, every round of both
-        // scenarios (chains, trees, several slots; 1 to 3 chunks of keys), heads grouped or not.
-        for grouping in [1, 2] {
-            let run = |mode: u8| {
-                crate::attention::GROUPING.store(grouping, std::sync::atomic::Ordering::Relaxed);
-                crate::attention::ROWS_MODE.store(mode, std::sync::atomic::Ordering::Relaxed);
-                let r = (scenario(&g).0, long_run(&g));
-                crate::attention::ROWS_MODE.store(0, std::sync::atomic::Ordering::Relaxed);
-                crate::attention::GROUPING.store(0, std::sync::atomic::Ordering::Relaxed);
-                r
-            };
-            let ((chunk, chunk_long), (rows, rows_long)) = (run(1), run(2));
-            let heads = if grouping == 1 {
-                "one head"
-            } else {
-                "grouped heads"
-            };
-            same_run(
-                rep,
-                &format!("{name}: rows sharing keys == a block per row, {heads}"),
-                &rows,
-                &chunk,
-            );
-            rep.same(
-                &format!("{name}: rows sharing keys == a block per row, {heads}, 600 keys"),
-                &[rows_long.prefill, rows_long.chain, rows_long.whole].concat(),
-                &[chunk_long.prefill, chunk_long.chain, chunk_long.whole].concat(),
-            );
-        }
     }
     let lin_specs = [
         (
