@@ -312,11 +312,13 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
 }
 
 // attn_chunk_g{G}: grid (heads / G, rows, chunks); G divides heads / kvh; rr = the round's rows (kround's width).
-// Two blocks an SM (at most 128 registers): left to itself ptxas gave attn_chunk_g3 153 registers, one block an SM,
-// and the 27B prefill of 16k tokens took 66% longer in attention (call 32). TF_ATTN_BLOCKS (a -D through
-// TENSORFOLD_CUDA_DEFINES) asks for another count, for timing runs.
+// Three blocks an SM (at most 80 registers; attn_chunk_g3 spills 64 bytes): left to itself ptxas gave attn_chunk_g3
+// 153 registers, one block an SM, and the 27B prefill of 16k tokens took 66% longer in attention (call 32); with
+// the committed-tile paths, 3 blocks prefilled 16k tokens 1.5–2% faster than 2 (128 registers), in two runs on the
+// 27B MLX4 shape and one on the 27B bf16 (call 67). TF_ATTN_BLOCKS (a -D through TENSORFOLD_CUDA_DEFINES) asks for
+// another count, for timing runs.
 #ifndef TF_ATTN_BLOCKS
-#define TF_ATTN_BLOCKS 2
+#define TF_ATTN_BLOCKS 3
 #endif
 #define ATTN_CHUNK(G)                                                                                          \
     extern "C" __global__ void __launch_bounds__(AWARPS * 32, TF_ATTN_BLOCKS) attn_chunk_g##G(                              \
