@@ -87,6 +87,20 @@ __device__ __forceinline__ const float* value_row(int t, int clen, const u64* pa
 #define ATILES (ACH / 32)    // tiles per chunk
 #define AWARPS 8             // warps per chunk block: one tile each
 
+// One step of a key's four score chains: dimensions 4d … 4d + 3 of each head's query against the key's.
+template <int G>
+__device__ __forceinline__ void score_step(const float4* const (&q)[G], int d, float4 kv, float (&a0)[G],
+                                           float (&a1)[G], float (&a2)[G], float (&a3)[G]) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const float4 qv = q[g][d];
+        a0[g] = fmaf(qv.x, kv.x, a0[g]);
+        a1[g] = fmaf(qv.y, kv.y, a1[g]);
+        a2[g] = fmaf(qv.z, kv.z, a2[g]);
+        a3[g] = fmaf(qv.w, kv.w, a3[g]);
+    }
+}
+
 // Scores of one tile for G query heads of one kv head: lane l takes key t0 + l (NEG_INF from n on), s[g] =
 // ((a0 + a1) + (a2 + a3))·scale with a_c the fmaf chain of q[g]·k over dimensions c, c + 4, …, in order. A tile
 // of committed keys (the bulk of a long context) knows its stride, PAGE, so its loads are immediate offsets from
@@ -115,14 +129,7 @@ __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0,
             kv.y = k4[PAGE];
             kv.z = k4[2 * PAGE];
             kv.w = k4[3 * PAGE];
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-                const float4 qv = q[g][d];
-                a0[g] = fmaf(qv.x, kv.x, a0[g]);
-                a1[g] = fmaf(qv.y, kv.y, a1[g]);
-                a2[g] = fmaf(qv.z, kv.z, a2[g]);
-                a3[g] = fmaf(qv.w, kv.w, a3[g]);
-            }
+            score_step<G>(q, d, kv, a0, a1, a2, a3);
         }
     } else {
         int ks;
@@ -135,14 +142,7 @@ __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0,
             kv.z = kp[2 * ks];
             kv.w = kp[3 * ks];
             kp += 4 * ks;
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-                const float4 qv = q[g][d];
-                a0[g] = fmaf(qv.x, kv.x, a0[g]);
-                a1[g] = fmaf(qv.y, kv.y, a1[g]);
-                a2[g] = fmaf(qv.z, kv.z, a2[g]);
-                a3[g] = fmaf(qv.w, kv.w, a3[g]);
-            }
+            score_step<G>(q, d, kv, a0, a1, a2, a3);
         }
     }
 #pragma unroll
