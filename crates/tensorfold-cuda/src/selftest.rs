@@ -370,8 +370,8 @@ pub fn run(gpu: &CudaBackend) -> Report {
     let mut rep = Report::default();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ std::process::id() as u64);
     rep.lines.push(format!("device: {}", gpu.info()));
-    // `TENSORFOLD_CUDA_OPS=mixers,draws` runs only those groups (rowwise, projections, pairs, prompt, mixers,
-    // draws): the CPU emulator takes long over the whole test.
+    // `TENSORFOLD_CUDA_OPS=attention,draws` runs only those groups (rowwise, projections, pairs, prompt,
+    // attention, deltanet, draws; mixers = attention and deltanet): the CPU emulator takes long over the whole test.
     let only = std::env::var("TENSORFOLD_CUDA_OPS").ok();
     let wanted = |group: &str| {
         only.as_deref()
@@ -390,8 +390,11 @@ pub fn run(gpu: &CudaBackend) -> Report {
     if wanted("prompt") {
         check_prompt_kernel(&mut rep, gpu, &mut rng);
     }
-    if wanted("mixers") {
-        mix::check_mixers(&mut rep, &cpu, gpu, &mut rng);
+    if wanted("attention") || wanted("mixers") {
+        mix::check_attention(&mut rep, &cpu, gpu, &mut rng);
+    }
+    if wanted("deltanet") || wanted("mixers") {
+        mix::check_deltanet(&mut rep, &cpu, gpu, &mut rng);
     }
     if wanted("draws") {
         draws::check_draws(&mut rep, gpu, &mut rng);

@@ -388,7 +388,13 @@ fn gpu_lin_state(be: &CudaBackend, st: &crate::CudaLinear) -> Vec<f32> {
     v
 }
 
-pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut Rng) {
+/// Attention rounds against the CPU twin (two head shapes), long contexts, and grouped heads == one head.
+pub(super) fn check_attention(
+    rep: &mut Report,
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    rng: &mut Rng,
+) {
     let attn_specs = [
         (
             "attention hd32 4/2 heads rope 16",
@@ -443,6 +449,10 @@ pub(super) fn check_mixers(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend
             &[one_long.prefill, one_long.chain].concat(),
         );
     }
+}
+
+/// DeltaNet rounds against the CPU twin (three head shapes), and split heads == whole heads.
+pub(super) fn check_deltanet(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut Rng) {
     let lin_specs = [
         (
             "deltanet 1/3 heads 32x16",

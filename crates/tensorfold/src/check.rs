@@ -29,6 +29,10 @@ pub struct CheckArgs {
     /// With --device cuda: run the backend-ops test (every op vs its CPU twin, row invariance) first.
     #[arg(long)]
     pub ops: bool,
+    /// With --device cuda: run the backend-ops test alone (no oracle, no equality suite), e.g. on the CPU emulator
+    /// with `TENSORFOLD_CUDA_OPS` naming the groups.
+    #[arg(long)]
+    pub ops_only: bool,
 }
 
 pub fn check(args: CheckArgs) -> Result<()> {
@@ -36,7 +40,7 @@ pub fn check(args: CheckArgs) -> Result<()> {
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
     if args.device == Device::Cuda {
         #[cfg(feature = "cuda")]
-        return crate::cuda::check(&dir, args.quick, args.ops);
+        return crate::cuda::check(&dir, args.quick, args.ops || args.ops_only, args.ops_only);
         #[cfg(not(feature = "cuda"))]
         bail!("--device cuda: this binary was built without CUDA (cargo build --release --features cuda)");
     }
