@@ -321,7 +321,7 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
 #define TF_ATTN_BLOCKS 3
 #endif
 #define ATTN_CHUNK(G)                                                                                          \
-    extern "C" __global__ void __launch_bounds__(AWARPS * 32, TF_ATTN_BLOCKS) attn_chunk_g##G(                              \
+    extern "C" __global__ void __launch_bounds__(AWARPS * 32, TF_ATTN_BLOCKS) attn_chunk_g##G(                 \
         const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,   \
         const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch,   \
         int rr) {                                                                                              \

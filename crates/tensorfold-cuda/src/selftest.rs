@@ -372,7 +372,28 @@ pub fn run(gpu: &CudaBackend) -> Report {
     rep.lines.push(format!("device: {}", gpu.info()));
     // `TENSORFOLD_CUDA_OPS=attention,draws` runs only those groups (rowwise, projections, pairs, prompt,
     // attention, deltanet, draws; mixers = attention and deltanet): the CPU emulator takes long over the whole test.
+    const GROUPS: [&str; 8] = [
+        "rowwise",
+        "projections",
+        "pairs",
+        "prompt",
+        "attention",
+        "deltanet",
+        "mixers",
+        "draws",
+    ];
     let only = std::env::var("TENSORFOLD_CUDA_OPS").ok();
+    // A misspelt group would run nothing and pass: it fails the test instead.
+    for g in only.iter().flat_map(|v| v.split(',')) {
+        if !GROUPS.contains(&g) {
+            rep.lines.push(format!(
+                "FAIL TENSORFOLD_CUDA_OPS: no group {g:?} (groups: {})",
+                GROUPS.join(", ")
+            ));
+            rep.failures
+                .push(format!("TENSORFOLD_CUDA_OPS group {g:?}"));
+        }
+    }
     let wanted = |group: &str| {
         only.as_deref()
             .is_none_or(|v| v.split(',').any(|g| g == group))

@@ -40,7 +40,7 @@ pub fn check(args: CheckArgs) -> Result<()> {
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
     if args.device == Device::Cuda {
         #[cfg(feature = "cuda")]
-        return crate::cuda::check(&dir, args.quick, args.ops || args.ops_only, args.ops_only);
+        return crate::cuda::check(&dir, args.quick, args.ops, args.ops_only);
         #[cfg(not(feature = "cuda"))]
         bail!("--device cuda: this binary was built without CUDA (cargo build --release --features cuda)");
     }

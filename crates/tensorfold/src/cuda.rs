@@ -31,12 +31,12 @@ pub fn load(ck: &Checkpoint) -> Result<Qwen35<CudaBackend>> {
     Ok(m)
 }
 
-/// `tensorfold check --device cuda`: ops test (with `--ops`), float64 oracle (when the checkpoint has a
-/// reference), then the equality suite; non-zero exit on any failure.
+/// `tensorfold check --device cuda`: ops test (with `--ops` or `--ops-only`), float64 oracle (when the checkpoint
+/// has a reference), then the equality suite (neither with `--ops-only`); non-zero exit on any failure.
 pub fn check(dir: &Path, quick: bool, ops: bool, ops_only: bool) -> Result<()> {
     let be = backend()?;
     let mut failed = Vec::new();
-    if ops {
+    if ops || ops_only {
         let t = Instant::now();
         let rep = tensorfold_cuda::selftest::run(&be);
         for l in &rep.lines {
