@@ -36,6 +36,9 @@ uint3e emu_thread_idx();
 void emu_syncwarp();
 void emu_syncthreads();
 float emu_shfl(float v, int src);
+// Copies the n (≤ 8) words `mine` of every lane of the caller's warp into all[lane·n …], after every lane has
+// given its own: the operand exchange of one tensor-core instruction.
+void emu_warp_exchange(const unsigned* mine, int n, unsigned* all);
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_syncwarp(); }
 inline void __syncthreads() { emu_syncthreads(); }
 inline float __shfl_xor_sync(unsigned, float v, int off) { return emu_shfl(v, (int)(emu_thread_idx().x & 31) ^ off); }
@@ -78,18 +81,22 @@ inline unsigned emu_bf16x2_sub136(unsigned v) {
 inline void emu_mma_bf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
                          unsigned b1) {
     const int lane = (int)(emu_thread_idx().x & 31), g = lane >> 2, t = lane & 3;
+    // Every lane's six operand words at once (one rendezvous, not one per shuffle), then each lane gathers its A
+    // rows and B columns from them as the mma's shuffles would.
+    const unsigned mine[6] = {a0, a1, a2, a3, b0, b1};
+    unsigned all[32][6];
+    emu_warp_exchange(mine, 6, &all[0][0]);
     float A[2][16], B[2][16];
     for (int q = 0; q < 4; ++q) {
-        const unsigned r[4] = {emu_shfl_u32(a0, g * 4 + q), emu_shfl_u32(a1, g * 4 + q), emu_shfl_u32(a2, g * 4 + q),
-                               emu_shfl_u32(a3, g * 4 + q)};
+        const unsigned* r = all[g * 4 + q];
         A[0][2 * q] = emu_bf16_lo(r[0]); A[0][2 * q + 1] = emu_bf16_hi(r[0]);
         A[1][2 * q] = emu_bf16_lo(r[1]); A[1][2 * q + 1] = emu_bf16_hi(r[1]);
         A[0][2 * q + 8] = emu_bf16_lo(r[2]); A[0][2 * q + 9] = emu_bf16_hi(r[2]);
         A[1][2 * q + 8] = emu_bf16_lo(r[3]); A[1][2 * q + 9] = emu_bf16_hi(r[3]);
         for (int c = 0; c < 2; ++c) {
-            const unsigned s0 = emu_shfl_u32(b0, (2 * t + c) * 4 + q), s1 = emu_shfl_u32(b1, (2 * t + c) * 4 + q);
-            B[c][2 * q] = emu_bf16_lo(s0); B[c][2 * q + 1] = emu_bf16_hi(s0);
-            B[c][2 * q + 8] = emu_bf16_lo(s1); B[c][2 * q + 9] = emu_bf16_hi(s1);
+            const unsigned* b = all[(2 * t + c) * 4 + q];
+            B[c][2 * q] = emu_bf16_lo(b[4]); B[c][2 * q + 1] = emu_bf16_hi(b[4]);
+            B[c][2 * q + 8] = emu_bf16_lo(b[5]); B[c][2 * q + 9] = emu_bf16_hi(b[5]);
         }
     }
     for (int m = 0; m < 2; ++m)
