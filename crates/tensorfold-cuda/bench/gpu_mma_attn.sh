@@ -7,12 +7,7 @@ FINAL=${1:?out dir}; BUDGET=${2:-560}; BIN=${3:?binary}; OLD=${4:?old binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
 all_checks "$BIN"
-for m in tiny-mlx-4bit tiny-wrapper-bf16; do
-  for n in 64 300; do
-    step run-$m-$n 20 "$BIN" run --device cuda --model fixtures/$m --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens $n --ignore-eos --json
-    echo "run-$m-$n $(tail -1 "$OUT/run-$m-$n.log" | grep -o '"token_sha":"[0-9a-f]*"')"
-  done
-done
+tiny_shas "$BIN"
 pre() {  # pre NAME BIN MODEL LENS [ENV...]
   local name=$1 bin=$2 model=$3 lens=$4; shift 4
   step "$name" 60 env "$@" "$bin" bench --device cuda --model "$model" --decode-tokens 16 --repeat 1 --quick --prefill-lens "$lens"

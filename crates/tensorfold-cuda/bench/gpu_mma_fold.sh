@@ -8,12 +8,7 @@ FINAL=${1:?out dir}; BUDGET=${2:-560}; BIN=${3:?binary}; OLD=${4:?old binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
 all_checks "$BIN"
-for m in tiny-mlx-4bit tiny-wrapper-bf16; do
-  for n in 64 300; do
-    step run-$m-$n 20 "$BIN" run --device cuda --model fixtures/$m --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens $n --ignore-eos --json
-    echo "run-$m-$n $(tail -1 "$OUT/run-$m-$n.log" | grep -o '"token_sha":"[0-9a-f]*"')"
-  done
-done
+tiny_shas "$BIN"
 pre() {  # pre NAME BIN MODEL LENS
   step "$1" 60 "$2" bench --device cuda --model "$3" --decode-tokens 16 --repeat 1 --quick --prefill-lens "$4"
   grep -E 'prefill|decode, 1|round of' "$OUT/$1.log" | cut -c1-100 | sed "s/^/$1 /"

@@ -27,6 +27,16 @@ all_checks() {
   grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF|^error|panicked" "$OUT"/check-*.log "$OUT"/full-*.log | head -30
 }
 
+# `tiny_shas BIN`: the token shas of 64 and 300 greedy tokens on tiny-mlx-4bit and tiny-wrapper-bf16.
+tiny_shas() {
+  for m in tiny-mlx-4bit tiny-wrapper-bf16; do
+    for n in 64 300; do
+      step run-$m-$n 20 "$1" run --device cuda --model fixtures/$m --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens $n --ignore-eos --json
+      echo "run-$m-$n $(tail -1 "$OUT/run-$m-$n.log" | grep -o '"token_sha":"[0-9a-f]*"')"
+    done
+  done
+}
+
 # `quick NAME MODEL BIN [ENV...]`: BIN's quick bench (decode, rounds of 1 and 16 rows, a 2k prefill; best of 2) on
 # MODEL, under the environment settings ENV, logged as NAME; prints its result lines.
 quick() {
