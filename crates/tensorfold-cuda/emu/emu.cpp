@@ -39,7 +39,7 @@ static Rendezvous block_rv;
 static std::vector<unsigned> warp_alive;
 static unsigned block_alive = 0;
 static std::vector<float> shfl_slot;
-static std::vector<unsigned> exchange_slot;  // 8 words a thread (emu_warp_exchange)
+static std::vector<unsigned> exchange_slot;  // EMU_EXCHANGE_WORDS a thread (emu_warp_exchange)
 
 uint3e emu_thread_idx() { return uint3e{emu_cur->tid, 0, 0}; }
 
@@ -69,13 +69,14 @@ float emu_shfl(float v, int src) {
 }
 
 void emu_warp_exchange(const unsigned* mine, int n, unsigned* all) {
+    if (n > EMU_EXCHANGE_WORDS) { fprintf(stderr, "emu: exchange of %d words (at most %d)\n", n, EMU_EXCHANGE_WORDS); abort(); }
     const unsigned w = emu_cur->tid / 32;
-    for (int i = 0; i < n; ++i) exchange_slot[8 * emu_cur->tid + i] = mine[i];
+    for (int i = 0; i < n; ++i) exchange_slot[EMU_EXCHANGE_WORDS * emu_cur->tid + i] = mine[i];
     emu_syncwarp();
     for (unsigned l = 0; l < 32; ++l) {
         const unsigned s = w * 32 + l;
         if (s >= threads.size() || threads[s]->done) { fprintf(stderr, "emu: exchange with an exited or absent lane %u\n", s); abort(); }
-        for (int i = 0; i < n; ++i) all[l * n + i] = exchange_slot[8 * s + i];
+        for (int i = 0; i < n; ++i) all[l * n + i] = exchange_slot[EMU_EXCHANGE_WORDS * s + i];
     }
     emu_syncwarp();
 }
@@ -94,7 +95,7 @@ static void run_block(unsigned nthreads) {
     for (unsigned t = 0; t < nthreads; ++t) warp_alive[t / 32]++;
     block_alive = nthreads;
     shfl_slot.assign(nthreads, 0.0f);
-    exchange_slot.assign(8 * (size_t)nthreads, 0u);
+    exchange_slot.assign(EMU_EXCHANGE_WORDS * (size_t)nthreads, 0u);
     static std::vector<EmuThread> pool;
     if (pool.size() < nthreads) pool.resize(nthreads);
     threads.clear();

@@ -36,8 +36,9 @@ uint3e emu_thread_idx();
 void emu_syncwarp();
 void emu_syncthreads();
 float emu_shfl(float v, int src);
-// Copies the n (≤ 8) words `mine` of every lane of the caller's warp into all[lane·n …], after every lane has
+// Copies the n (at most EMU_EXCHANGE_WORDS) words `mine` of every lane of the caller's warp into all[lane·n …], after every lane has
 // given its own: the operand exchange of one tensor-core instruction.
+#define EMU_EXCHANGE_WORDS 8
 void emu_warp_exchange(const unsigned* mine, int n, unsigned* all);
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_syncwarp(); }
 inline void __syncthreads() { emu_syncthreads(); }
@@ -69,7 +70,6 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 // The kernels' tensor-core and packed-bf16 instructions (project_mma.cu), in plain C++ for logic tests: the mma
 // gathers its operands with real shuffles, so the fragment layouts are exercised as on the GPU.
 #define TF_EMU 1
-inline unsigned emu_shfl_u32(unsigned v, int src) { return __float_as_uint(emu_shfl(__uint_as_float(v), src)); }
 inline float emu_bf16_lo(unsigned v) { return __uint_as_float(v << 16); }
 inline float emu_bf16_hi(unsigned v) { return __uint_as_float(v & 0xffff0000u); }
 inline unsigned emu_bf16x2_sub136(unsigned v) {
