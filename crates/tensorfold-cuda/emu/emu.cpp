@@ -43,6 +43,10 @@ static std::vector<unsigned> exchange_slot;  // EMU_EXCHANGE_WORDS a thread (emu
 
 uint3e emu_thread_idx() { return uint3e{emu_cur->tid, 0, 0}; }
 
+// Dynamic shared memory: 16-byte aligned, poisoned at each launch like fresh device memory.
+static std::vector<float4> dyn_smem;
+unsigned char* emu_dynamic_smem() { return reinterpret_cast<unsigned char*>(dyn_smem.data()); }
+
 // Fibers start once through swapcontext, then switch with _setjmp/_longjmp (no signal-mask system calls).
 static void yield() {
     if (!_setjmp(emu_cur->jb)) _longjmp(sched_jb, 1);
@@ -155,6 +159,7 @@ CUresult cuDeviceGetAttribute(int* v, int attr, int) {
         case 75: *v = 9; break;   // compute capability major
         case 76: *v = 0; break;   // minor
         case 115: *v = 1; break;  // memory pools: yes (stream-ordered allocations)
+        case 97: *v = 232448; break;  // shared memory a block may opt in to (the H200's 227 KB)
         default: *v = 0;
     }
     return OK;
@@ -223,7 +228,7 @@ CUresult cuModuleGetFunction(void** f, void*, const char* name) {
 // graph holds its own copy of the nodes' launches and runs them in order.
 struct EmuLaunch {
     const EmuKernel* k;
-    unsigned g[3], b;
+    unsigned g[3], b, smem;
     std::vector<std::vector<char>> args;
 };
 struct EmuGraph;
@@ -231,21 +236,36 @@ struct EmuNode { EmuGraph* graph; size_t idx; };
 struct EmuGraph { std::vector<EmuNode*> nodes; std::vector<EmuLaunch> launches; };
 struct EmuExec { std::vector<EmuLaunch> launches; };
 static EmuGraph* capturing = nullptr;
-static EmuLaunch copy_launch(const EmuKernel* k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** params) {
-    EmuLaunch l{k, {gx, gy, gz}, bx, {}};
+static EmuLaunch copy_launch(const EmuKernel* k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem,
+                             void** params) {
+    EmuLaunch l{k, {gx, gy, gz}, bx, smem, {}};
     for (int i = 0; i < k->nargs; ++i) {
         const char* p = (const char*)params[i];
         l.args.emplace_back(p, p + k->sizes[i]);
     }
     return l;
 }
+// The most dynamic shared memory each kernel may take (cuFuncSetAttribute); 48 KB unless raised, as on the GPU.
+static std::map<const void*, int> dyn_smem_max;
+CUresult cuFuncSetAttribute(void* f, int attr, int value) {
+    if (attr != 8 || value < 0 || value > 232448) return ERR_INVALID_VALUE;  // 8: max dynamic shared size
+    dyn_smem_max[f] = value;
+    return OK;
+}
+CUresult cuFuncGetAttribute(int* v, int attr, void*) {
+    *v = 0;  // static shared memory (1), and any other attribute asked: none here
+    (void)attr;
+    return OK;
+}
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned, void*, void** params, void**) {
+                        unsigned smem, void*, void** params, void**) {
     if (by != 1 || bz != 1 || bx == 0 || bx > 1024) return ERR_INVALID_VALUE;
     if (gy > 65535 || gz > 65535) return ERR_INVALID_VALUE;
+    const auto lim = dyn_smem_max.find(f);
+    if (smem > (lim == dyn_smem_max.end() ? 48u * 1024 : (unsigned)lim->second)) return ERR_INVALID_VALUE;
     const EmuKernel* k = (const EmuKernel*)f;
     if (capturing) {
-        capturing->launches.push_back(copy_launch(k, gx, gy, gz, bx, params));
+        capturing->launches.push_back(copy_launch(k, gx, gy, gz, bx, smem, params));
         capturing->nodes.push_back(new EmuNode{capturing, capturing->nodes.size()});
         return OK;
     }
@@ -253,6 +273,8 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
     if (skip) return OK;
     cur_kernel = k->fn;
     cur_args = params;
+    dyn_smem.assign((smem + 15) / 16, float4{__uint_as_float(0xABABABABu), __uint_as_float(0xABABABABu),
+                                             __uint_as_float(0xABABABABu), __uint_as_float(0xABABABABu)});
     emu_grid_dim = dim3e{gx, gy, gz};
     emu_block_dim = dim3e{bx, 1, 1};
     for (unsigned z = 0; z < gz; ++z)
@@ -306,14 +328,14 @@ CUresult cuGraphExecKernelNodeSetParams_v2(void* exec, void* node, const EmuKern
     EmuExec* e = (EmuExec*)exec;
     size_t i = ((EmuNode*)node)->idx;
     if (i >= e->launches.size() || p->by != 1 || p->bz != 1) return ERR_INVALID_VALUE;
-    e->launches[i] = copy_launch((const EmuKernel*)p->func, p->gx, p->gy, p->gz, p->bx, p->params);
+    e->launches[i] = copy_launch((const EmuKernel*)p->func, p->gx, p->gy, p->gz, p->bx, p->smem, p->params);
     return OK;
 }
 CUresult cuGraphLaunch(void* exec, void* stream) {
     for (EmuLaunch& l : ((EmuExec*)exec)->launches) {
         std::vector<void*> ptrs;
         for (auto& a : l.args) ptrs.push_back(a.data());
-        CUresult r = cuLaunchKernel((void*)l.k, l.g[0], l.g[1], l.g[2], l.b, 1, 1, 0, stream, ptrs.data(), nullptr);
+        CUresult r = cuLaunchKernel((void*)l.k, l.g[0], l.g[1], l.g[2], l.b, 1, 1, l.smem, stream, ptrs.data(), nullptr);
         if (r != OK) return r;
     }
     return OK;

@@ -23,6 +23,7 @@ struct dim3e { unsigned x, y, z; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(8) float2 { float x, y; };
 
 struct EmuThread;
 extern thread_local EmuThread* emu_cur;
@@ -33,6 +34,8 @@ uint3e emu_thread_idx();
 #define blockDim (emu_block_dim)
 #define gridDim (emu_grid_dim)
 
+// The launch's dynamic shared memory (its sharedMemBytes; blocks run one at a time, so one buffer serves them all).
+unsigned char* emu_dynamic_smem();
 void emu_syncwarp();
 void emu_syncthreads();
 float emu_shfl(float v, int src);

@@ -50,6 +50,55 @@ fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usiz
 /// Set by the backend-ops test: 0 = by the launch's size (above), 1 = one head per block, 2 = grouped always.
 pub(crate) static GROUPING: AtomicU8 = AtomicU8::new(0);
 
+/// Head dims the shared-key kernel (`attn_block_d*`, attention_block.cu) is built for.
+pub(crate) const BLOCK_HEAD_DIMS: [usize; 4] = [32, 64, 128, 256];
+/// Threads of an attn_block block (BT), and the rows a round needs before it takes that kernel.
+const BLOCK_THREADS: u32 = 256;
+const BLOCK_MIN_ROWS: usize = 16;
+
+/// Set by the backend-ops test: 0 = attn_block for chains of BLOCK_MIN_ROWS rows or more, 1 = never, 2 = for
+/// every chain (one row included).
+pub(crate) static BLOCK_MODE: AtomicU8 = AtomicU8::new(0);
+
+/// Bytes of attn_block's dynamic shared memory (BlockSmem in attention_block.cu) for 16·qt columns.
+fn attn_block_smem(hd: usize, qt: usize) -> usize {
+    let (cols, tiles) = (16 * qt, CHUNK / 32);
+    4 * (cols * hd + tiles * cols * 32 + 32 * hd + 3 * tiles * cols + 2 * cols)
+}
+
+/// The columns-per-thread of the shared-key kernel for this round, or None for attn_chunk. It takes rounds whose
+/// rows are all one chain of one slot (a prompt chunk, one stream's drafted chain): the key at each position is
+/// then the same for every row, so a block loads it once for up to 48 (row, head) columns. Its bits are
+/// attn_chunk's, so this choice is timing only. `TENSORFOLD_CUDA_ATTN_BLOCK` = 0 (never), 2 or 3 (columns per
+/// thread; 3 is the default: 48 columns a block, one block an SM; 2: 32 columns, two blocks an SM).
+fn block_kernel(dev: &Dev, meta: &[i32], heads: usize, kvh: usize, hd: usize) -> Option<usize> {
+    static QT: OnceLock<usize> = OnceLock::new();
+    let qt = *QT.get_or_init(
+        || match std::env::var("TENSORFOLD_CUDA_ATTN_BLOCK").as_deref() {
+            Ok("0") => 0,
+            Ok("2") => 2,
+            _ => 3,
+        },
+    );
+    let rows = meta.len() / 5;
+    let min_rows = match BLOCK_MODE.load(Ordering::Relaxed) {
+        1 => return None,
+        2 => 1,
+        _ => BLOCK_MIN_ROWS,
+    };
+    let one_chain = meta[3] < 0
+        && meta
+            .chunks_exact(5)
+            .all(|m| m[0] == meta[0] && m[2] == meta[2] && m[3] == meta[3]);
+    (qt > 0
+        && rows >= min_rows
+        && one_chain
+        && BLOCK_HEAD_DIMS.contains(&hd)
+        && heads / kvh <= 16 * qt
+        && attn_block_smem(hd, qt) <= dev.max_dynamic_smem())
+    .then_some(qt)
+}
+
 /// Pages of `2 · PAGE_ROWS · row` f32 (keys by dimension, then values by position), at most `capacity` taken at
 /// once.
 pub struct KvPool {
@@ -341,30 +390,62 @@ pub(crate) fn gated_attention(
     let part_ptr = part.as_ref().map_or(0, |b| dev.ptr(b));
     let merge_threads = (hd.div_ceil(32) * 32) as u32;
     let group = heads_per_block(heads, kvh, r, nch);
+    let block_qt = block_kernel(dev, &t.meta, heads, kvh, hd);
     for row0 in (0..r).step_by(slice) {
         let rows_here = slice.min(r - row0) as u32;
-        dev.launch(
-            &format!("attn_chunk_g{group}"),
-            ((heads / group) as u32, rows_here, nch as u32),
-            (CHUNK_WARPS * 32) as u32,
-            &[
-                Arg::P(dev.ptr(&qround)),
-                Arg::P(dev.ptr(&qg.buf)),
-                Arg::P(dev.ptr(&kround)),
-                Arg::P(dev.ptr(&v.buf)),
-                Arg::P(dev.ptr(&out.buf)),
-                Arg::P(part_ptr),
-                Arg::P(tables),
-                Arg::P(meta),
-                Arg::P(paths),
-                Arg::I(heads as i32),
-                Arg::I(kvh as i32),
-                Arg::I(hd as i32),
-                Arg::I(row0 as i32),
-                Arg::I(nch as i32),
-                Arg::I(r as i32),
-            ],
-        );
+        if let Some(qt) = block_qt {
+            let rows_per_block = 16 * qt / (heads / kvh);
+            dev.launch_smem(
+                &format!("attn_block_d{hd}_q{qt}"),
+                (
+                    kvh as u32,
+                    rows_here.div_ceil(rows_per_block as u32),
+                    nch as u32,
+                ),
+                BLOCK_THREADS,
+                attn_block_smem(hd, qt) as u32,
+                &[
+                    Arg::P(dev.ptr(&qround)),
+                    Arg::P(dev.ptr(&qg.buf)),
+                    Arg::P(dev.ptr(&kround)),
+                    Arg::P(dev.ptr(&v.buf)),
+                    Arg::P(dev.ptr(&out.buf)),
+                    Arg::P(part_ptr),
+                    Arg::P(tables),
+                    Arg::P(meta),
+                    Arg::P(paths),
+                    Arg::I(heads as i32),
+                    Arg::I(kvh as i32),
+                    Arg::I(row0 as i32),
+                    Arg::I(row0 as i32 + rows_here as i32),
+                    Arg::I(nch as i32),
+                    Arg::I(r as i32),
+                ],
+            );
+        } else {
+            dev.launch(
+                &format!("attn_chunk_g{group}"),
+                ((heads / group) as u32, rows_here, nch as u32),
+                (CHUNK_WARPS * 32) as u32,
+                &[
+                    Arg::P(dev.ptr(&qround)),
+                    Arg::P(dev.ptr(&qg.buf)),
+                    Arg::P(dev.ptr(&kround)),
+                    Arg::P(dev.ptr(&v.buf)),
+                    Arg::P(dev.ptr(&out.buf)),
+                    Arg::P(part_ptr),
+                    Arg::P(tables),
+                    Arg::P(meta),
+                    Arg::P(paths),
+                    Arg::I(heads as i32),
+                    Arg::I(kvh as i32),
+                    Arg::I(hd as i32),
+                    Arg::I(row0 as i32),
+                    Arg::I(nch as i32),
+                    Arg::I(r as i32),
+                ],
+            );
+        }
         if nch > 1 {
             dev.launch(
                 "attn_merge",

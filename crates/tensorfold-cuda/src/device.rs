@@ -56,6 +56,8 @@ pub struct Dev {
     pool: Option<Arc<ScratchPool>>,
     /// Kernels launched so far (the backend-ops test checks which ops share launches).
     pub launches: std::sync::atomic::AtomicUsize,
+    /// The most dynamic shared memory a block may take (the device's opt-in limit).
+    max_dynamic_smem: usize,
     /// Launches of rounds of few rows recorded and sent as CUDA graphs (graph.rs); None when off.
     pub(crate) graphs: Option<Mutex<crate::graph::Recorder>>,
 }
@@ -112,6 +114,30 @@ impl Dev {
                 .map_err(|e| format!("kernel {name}: {e:?}"))?;
             funcs.insert(name, f);
         }
+        // Kernels past the 48 KB of shared memory a block gets by default must ask for it: up to the device's
+        // opt-in limit less their static shared memory (the driver refuses more).
+        let optin = ctx
+            .attribute(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )
+            .map_err(|e| format!("shared memory per block: {e:?}"))?
+            .max(0) as usize;
+        let mut max_dynamic_smem = optin;
+        for (name, f) in &funcs {
+            if DYNAMIC_SMEM_KERNELS.iter().any(|p| name.starts_with(p)) {
+                let fixed = f
+                    .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+                    .map_err(|e| format!("kernel {name}: static shared memory: {e:?}"))?
+                    .max(0) as usize;
+                let dynamic = optin.saturating_sub(fixed);
+                f.set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dynamic as i32,
+                )
+                .map_err(|e| format!("kernel {name}: dynamic shared memory: {e:?}"))?;
+                max_dynamic_smem = max_dynamic_smem.min(dynamic);
+            }
+        }
         let name = ctx.name().unwrap_or_else(|_| "CUDA device".into());
         let info = format!(
             "{name} ({arch}, driver {}.{}), kernels {} in {:.1}s, NVRTC {nvrtc_from}",
@@ -126,6 +152,7 @@ impl Dev {
         let graphs = (crate::stage::graphs_enabled() && pool.is_some() && !profile.enabled)
             .then(|| Mutex::new(crate::graph::Recorder::new(crate::stage::graph_segment())));
         Ok(Dev {
+            max_dynamic_smem,
             graphs,
             pool,
             ctx,
@@ -144,6 +171,26 @@ impl Dev {
         self.launch_as(name, None, grid, block, args)
     }
 
+    /// `launch` with `smem` bytes of dynamic shared memory (kernels in DYNAMIC_SMEM_KERNELS may take up to
+    /// `max_dynamic_smem`).
+    pub fn launch_smem(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: u32,
+        smem: u32,
+        args: &[Arg],
+    ) {
+        for _ in 0..launch_copies(name) {
+            self.launch_once(name, None, grid, block, smem, args);
+        }
+    }
+
+    /// The most dynamic shared memory a block of this device may take.
+    pub fn max_dynamic_smem(&self) -> usize {
+        self.max_dynamic_smem
+    }
+
     /// `launch`, profiled under `label` instead of the kernel's name when one is given (e.g. with the shape).
     pub fn launch_as(
         &self,
@@ -154,7 +201,7 @@ impl Dev {
         args: &[Arg],
     ) {
         for _ in 0..launch_copies(name) {
-            self.launch_once(name, label, grid, block, args);
+            self.launch_once(name, label, grid, block, 0, args);
         }
     }
 
@@ -164,6 +211,7 @@ impl Dev {
         label: Option<&str>,
         grid: (u32, u32, u32),
         block: u32,
+        smem: u32,
         args: &[Arg],
     ) {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
@@ -179,6 +227,7 @@ impl Dev {
             func: f.cu_function(),
             grid,
             block,
+            smem,
             args: args.to_vec(),
         };
         if let Some(g) = &self.graphs {
@@ -225,7 +274,7 @@ impl Dev {
                 blockDimX: l.block,
                 blockDimY: 1,
                 blockDimZ: 1,
-                sharedMemBytes: 0,
+                sharedMemBytes: l.smem,
                 hStream: self.stream.cu_stream(),
                 attrs: &mut attr,
                 numAttrs: 1,
@@ -241,7 +290,7 @@ impl Dev {
                     l.func,
                     grid,
                     (l.block, 1, 1),
-                    0,
+                    l.smem,
                     self.stream.cu_stream(),
                     &mut ptrs,
                 )
@@ -491,6 +540,9 @@ fn pool_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_POOL").map_or(true, |v| v != "0"))
 }
 
+/// Name prefixes of the kernels that take dynamic shared memory past the default 48 KB.
+const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_"];
+
 /// Every kernel the module must export.
 pub fn kernel_names() -> Vec<String> {
     let mut v: Vec<String> = [
@@ -547,5 +599,10 @@ pub fn kernel_names() -> Vec<String> {
         v.push(format!("project_mma_bf16_nt{nt}"));
     }
     v.push("project_gemm_bf16".into());
+    for hd in crate::attention::BLOCK_HEAD_DIMS {
+        for qt in [2, 3] {
+            v.push(format!("attn_block_d{hd}_q{qt}"));
+        }
+    }
     v
 }

@@ -30,6 +30,8 @@ pub struct Launch {
     pub func: sys::CUfunction,
     pub grid: (u32, u32, u32),
     pub block: u32,
+    /// Bytes of dynamic shared memory.
+    pub smem: u32,
     pub args: Vec<Arg>,
 }
 
@@ -38,6 +40,7 @@ impl Launch {
     fn same_params(&self, o: &Launch) -> bool {
         self.grid == o.grid
             && self.block == o.block
+            && self.smem == o.smem
             && self.args.len() == o.args.len()
             && self
                 .args
@@ -473,7 +476,7 @@ fn replay(
             blockDimX: l.block,
             blockDimY: 1,
             blockDimZ: 1,
-            sharedMemBytes: 0,
+            sharedMemBytes: l.smem,
             kernelParams: ptrs.as_mut_ptr(),
             extra: std::ptr::null_mut(),
             kern: std::ptr::null_mut(),
@@ -544,6 +547,7 @@ mod tests {
             func: func as sys::CUfunction,
             grid: (1, 1, 1),
             block,
+            smem: 0,
             args,
         }
     }

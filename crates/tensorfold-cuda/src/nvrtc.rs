@@ -20,6 +20,10 @@ pub const SOURCES: &[(&str, &str)] = &[
     ),
     ("rowwise.cu", include_str!("../kernels/rowwise.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
+    (
+        "attention_block.cu",
+        include_str!("../kernels/attention_block.cu"),
+    ),
     ("deltanet.cu", include_str!("../kernels/deltanet.cu")),
     ("sample.cu", include_str!("../kernels/sample.cu")),
 ];

@@ -437,6 +437,37 @@ pub(super) fn check_attention(
             r
         };
         let ((one, one_long), (grouped, grouped_long)) = (run(1), run(2));
+        // Rows of one chain through the shared-key kernel (attn_block) == through attn_chunk, bit for bit.
+        let run_block = |mode: u8| {
+            crate::attention::BLOCK_MODE.store(mode, std::sync::atomic::Ordering::Relaxed);
+            let r = (scenario(&g).0, long_run(&g));
+            crate::attention::BLOCK_MODE.store(0, std::sync::atomic::Ordering::Relaxed);
+            r
+        };
+        let ((chunked, chunked_long), (blocked, blocked_long)) = (run_block(1), run_block(2));
+        same_run(
+            rep,
+            &format!("{name}: shared-key blocks == a block per row"),
+            &blocked,
+            &chunked,
+        );
+        rep.same(
+            &format!("{name}: shared-key blocks == a block per row, 600 keys"),
+            &[
+                blocked_long.prefill,
+                blocked_long.chain,
+                blocked_long.whole,
+                blocked_long.alone,
+            ]
+            .concat(),
+            &[
+                chunked_long.prefill,
+                chunked_long.chain,
+                chunked_long.whole,
+                chunked_long.alone,
+            ]
+            .concat(),
+        );
         same_run(
             rep,
             &format!("{name}: grouped heads == one head"),

@@ -1,0 +1,344 @@
+// attention_block.cu: attention for the rows of one chain, which share their keys (a prompt chunk, a drafted
+// chain), with the bits of attn_chunk (attention.cu): every score, tile statistic, value sum and merge below is
+// the same chain of IEEE operations as there, so a row gets the same bits here as alone in a decode round.
+//
+// Why a second kernel: attn_chunk gives each (row, chunk) its own block, whose lanes load a key or a value for every
+// one or two fmas, so a 16k-token prompt's attention ran at about a fifth of the H200's f32 rate (4.1 of 13.2 s of
+// the 27B MLX4 prefill, call 69). Here a block takes up to 16·QT columns, a column being one (row, query head) of
+// one kv head, for one chunk of 256 positions. Each tile of 32 keys (then of values) is loaded once into shared
+// memory for all of them, and each thread computes a small tile of scores (2 keys × QT columns) and of value sums
+// (QT columns × HD/16 dimensions) from registers.
+//
+// Grid (kv heads, ceil(rows / R), chunks), BT threads, dynamic shared memory (attn_block_smem in attention.rs):
+// rows row0 + R·blockIdx.y … (R = 16·QT / heads-per-kv-head), all of one slot with the same committed length and
+// the same chain path root (the host checks this), so the key at each position is the same for all of them.
+
+#define BT 256  // threads of an attn_block block (8 warps: the tile loads below count on it)
+
+// Dynamic shared memory: the GPU's extern array, the emulator's buffer of the launch.
+#ifdef TF_EMU
+#define DYNAMIC_SMEM(name) unsigned char* name = emu_dynamic_smem()
+#else
+#define DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
+
+// Floats of each region (the host mirrors this: attention.rs attn_block_smem).
+template <int HD, int QT>
+struct BlockSmem {
+    static constexpr int BQ = 16 * QT;            // columns
+    static constexpr int Q = BQ * HD;             // queries [BQ][HD]
+    static constexpr int P = ATILES * BQ * 32;    // scores, then weights [ATILES][BQ][32]
+    static constexpr int KV = 32 * HD;            // a tile of keys [HD][32] or of values [32][HD]
+    static constexpr int STAT = ATILES * BQ;      // tile maxima, tile sums, merge weights, each [ATILES][BQ]
+    static constexpr int FLOATS = Q + P + KV + 3 * STAT + 2 * BQ;  // + the chunk maxima and sums [BQ] each
+};
+
+// Values of key u of the tile in shared memory ([32][HD]) at this thread's dimensions VEC·(dx + 16·v) … + VEC − 1.
+template <int HD, int VEC, int NV>
+__device__ __forceinline__ void block_value_load(const float* kv, int u, int dx, float (&vv)[NV][VEC]) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+        if constexpr (VEC == 4) {
+            const float4 x = reinterpret_cast<const float4*>(kv + u * HD)[dx + 16 * v];
+            vv[v][0] = x.x;
+            vv[v][1] = x.y;
+            vv[v][2] = x.z;
+            vv[v][3] = x.w;
+        } else {
+            const float2 x = reinterpret_cast<const float2*>(kv + u * HD)[dx + 16 * v];
+            vv[v][0] = x.x;
+            vv[v][1] = x.y;
+        }
+    }
+}
+
+// Tiles travel global → registers → shared memory: a thread issues all its loads of the next tile at once, before
+// the current tile's arithmetic, and stores them after it (the first version loaded and stored one element at a
+// time, so every load waited a whole memory latency: 5.4 s of attention in the 16k prefill against attn_chunk's
+// 4.1, call 73). Keys: thread (lane, warp) loads key t0 + lane at dimensions warp, warp + 8, …
+template <int HD>
+__device__ __forceinline__ void block_keys_load(float (&kt)[HD / 8], int t0, int nmax, int clen, const u64* pages,
+                                                const float* kround, const int* m, const int* paths, int rr,
+                                                int off) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int t = t0 + lane;
+    int stride = 0;
+    const float* kp = t < nmax ? key_col(t, clen, pages, kround, m, paths, rr, off, stride) : nullptr;
+#pragma unroll
+    for (int i = 0; i < HD / 8; ++i) kt[i] = kp != nullptr ? kp[(size_t)(warp + 8 * i) * stride] : 0.0f;
+}
+
+template <int HD>
+__device__ __forceinline__ void block_keys_store(const float (&kt)[HD / 8], float* kv) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i < HD / 8; ++i) kv[(warp + 8 * i) * 32 + lane] = kt[i];
+}
+
+// Values [32][HD] as float4s: thread tid takes float4s tid, tid + BT, … of the tile.
+template <int HD>
+__device__ __forceinline__ void block_values_load(float4 (&vt)[HD / 32], int t0, int nmax, int clen,
+                                                  const u64* pages, const float* vround, const int* m,
+                                                  const int* paths, int row, int off) {
+#pragma unroll
+    for (int i = 0; i < HD / 32; ++i) {
+        const int e = threadIdx.x + BT * i, u = e / (HD / 4), d4 = e % (HD / 4), t = t0 + u;
+        vt[i] = t < nmax ? reinterpret_cast<const float4*>(value_row(t, clen, pages, vround, m, paths, row, off))[d4]
+                         : float4{0.0f, 0.0f, 0.0f, 0.0f};
+    }
+}
+
+template <int HD>
+__device__ __forceinline__ void block_values_store(const float4 (&vt)[HD / 32], float* kv) {
+#pragma unroll
+    for (int i = 0; i < HD / 32; ++i) reinterpret_cast<float4*>(kv)[threadIdx.x + BT * i] = vt[i];
+}
+
+template <int HD, int QT>
+__device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, const float* __restrict__ qg,
+                                               const float* __restrict__ kround, const float* __restrict__ vround,
+                                               float* __restrict__ out, float* __restrict__ part,
+                                               const u64* __restrict__ tables, const int* __restrict__ meta,
+                                               const int* __restrict__ paths, int heads, int kvh, int row0,
+                                               int rows_end, int nch, int rr) {
+    typedef BlockSmem<HD, QT> L;
+    constexpr int BQ = L::BQ;
+    constexpr int VEC = HD >= 64 ? 4 : 2;   // dimensions a value load carries
+    constexpr int NV = HD / (16 * VEC);     // value loads a thread makes per key
+    DYNAMIC_SMEM(smem);
+    float* qs = reinterpret_cast<float*>(smem);
+    float* ps = qs + L::Q;
+    float* kv = ps + L::P;
+    float* tmax = kv + L::KV;
+    float* tsum = tmax + L::STAT;
+    float* ew = tsum + L::STAT;
+    float* cmaxs = ew + L::STAT;
+    float* csum = cmaxs + BQ;
+    __shared__ int ncol[BQ];                  // keys of each column's row (0: no such column)
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gq = heads / kvh, R = BQ / gq, kh = blockIdx.x;
+    const int i0 = row0 + R * blockIdx.y, c = blockIdx.z, first = c * ACH;
+    const int rc = min(R, rows_end - i0), C = rc * gq;
+    const int* m = meta + 5 * i0;  // slot, committed length and path are the same for every row of the block
+    const int slot = m[0], clen = m[2];
+    int nmax = 0, nmin = 1 << 30;
+    for (int j = 0; j < rc; ++j) {
+        const int n = clen + meta[5 * (i0 + j) + 4];
+        nmax = max(nmax, n);
+        nmin = min(nmin, n);
+    }
+    if (first >= nmax) return;
+    const int T = min(ATILES, (nmax - first + 31) / 32);
+    const int row = kvh * HD, off = kh * HD;
+    const u64* pages = reinterpret_cast<const u64*>(tables[slot]);
+    const float scale = 1.0f / sqrtf((float)HD);
+    for (int col = tid; col < BQ; col += BT) ncol[col] = col < C ? clen + meta[5 * (i0 + col / gq) + 4] : 0;
+    {
+        // Queries of the columns, loaded in one batch: column j·gq + g is row i0 + j, head kh·gq + g.
+        constexpr int QL = (BQ * (HD / 4) + BT - 1) / BT;
+        float4 ql[QL];
+#pragma unroll
+        for (int k = 0; k < QL; ++k) {
+            const int e = tid + BT * k, col = e / (HD / 4), d4 = e % (HD / 4);
+            const int i = i0 + col / gq, h = kh * gq + col % gq;
+            ql[k] = col < C ? reinterpret_cast<const float4*>(qr + ((size_t)i * heads + h) * HD)[d4]
+                            : float4{0.0f, 0.0f, 0.0f, 0.0f};
+        }
+#pragma unroll
+        for (int k = 0; k < QL; ++k)
+            if (tid + BT * k < BQ * (HD / 4)) reinterpret_cast<float4*>(qs)[tid + BT * k] = ql[k];
+    }
+
+    // Pass 1, per tile: scores → tile max, weights p = exp(s − max) and their sum (attn_tile's steps).
+    const int kx = tid & 15, cy = tid >> 4;  // keys 2kx, 2kx + 1; columns cy + 16·q
+    float kt[HD / 8];
+    block_keys_load<HD>(kt, first, nmax, clen, pages, kround, m, paths, rr, off);
+    for (int tt = 0; tt < T; ++tt) {
+        const int t0 = first + 32 * tt;
+        block_keys_store<HD>(kt, kv);
+        __syncthreads();  // keys in (and, from the second tile on, the previous tile's statistics done)
+        if (tt + 1 < T) block_keys_load<HD>(kt, t0 + 32, nmax, clen, pages, kround, m, paths, rr, off);
+        float a[QT][2][4];
+#pragma unroll
+        for (int q = 0; q < QT; ++q)
+#pragma unroll
+            for (int k = 0; k < 2; ++k)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a[q][k][e] = 0.0f;
+        const float4* q4 = reinterpret_cast<const float4*>(qs);
+        const float2* k2 = reinterpret_cast<const float2*>(kv);
+#pragma unroll 4
+        for (int d4 = 0; d4 < HD / 4; ++d4) {
+            float2 kk[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) kk[e] = k2[(4 * d4 + e) * 16 + kx];
+#pragma unroll
+            for (int q = 0; q < QT; ++q) {
+                const float4 qv = q4[(cy + 16 * q) * (HD / 4) + d4];
+                // a[.][k][e]: the chain of dimensions e, e + 4, … (tile_scores' a0 … a3), in order.
+                a[q][0][0] = fmaf(qv.x, kk[0].x, a[q][0][0]);
+                a[q][1][0] = fmaf(qv.x, kk[0].y, a[q][1][0]);
+                a[q][0][1] = fmaf(qv.y, kk[1].x, a[q][0][1]);
+                a[q][1][1] = fmaf(qv.y, kk[1].y, a[q][1][1]);
+                a[q][0][2] = fmaf(qv.z, kk[2].x, a[q][0][2]);
+                a[q][1][2] = fmaf(qv.z, kk[2].y, a[q][1][2]);
+                a[q][0][3] = fmaf(qv.w, kk[3].x, a[q][0][3]);
+                a[q][1][3] = fmaf(qv.w, kk[3].y, a[q][1][3]);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < QT; ++q) {
+            const int col = cy + 16 * q, n = ncol[col];
+            float2 s;
+            s.x = t0 + 2 * kx < n ? ((a[q][0][0] + a[q][0][1]) + (a[q][0][2] + a[q][0][3])) * scale : NEG_INF;
+            s.y = t0 + 2 * kx + 1 < n ? ((a[q][1][0] + a[q][1][1]) + (a[q][1][2] + a[q][1][3])) * scale : NEG_INF;
+            reinterpret_cast<float2*>(ps + (tt * BQ + col) * 32)[kx] = s;
+        }
+        __syncthreads();  // scores in; the keys may be overwritten
+        // A warp per column, a lane per key: attn_tile's max, weights and butterfly sum.
+        for (int col = warp; col < C; col += BT / 32) {
+            const int n = ncol[col];
+            if (t0 >= n) continue;  // the tile is past this row's keys
+            float* pc = ps + (tt * BQ + col) * 32;
+            const float s = pc[lane];
+            const float mx = warp_max(s);
+            const float p = t0 + lane < n ? expf(s - mx) : 0.0f;
+            const float sum = warp_sum(p);
+            pc[lane] = p;
+            if (lane == 0) {
+                tmax[tt * BQ + col] = mx;
+                tsum[tt * BQ + col] = sum;
+            }
+        }
+    }
+    __syncthreads();
+    // The tiles against the chunk's max (attn_chunk_heads' merge), a thread per column.
+    for (int col = tid; col < C; col += BT) {
+        const int n = ncol[col];
+        if (first >= n) continue;
+        const int tiles = min(ATILES, (n - first + 31) / 32);
+        float cmax = NEG_INF;
+        for (int tt = 0; tt < tiles; ++tt) cmax = fmaxf(cmax, tmax[tt * BQ + col]);
+        float cs = 0.0f;
+        for (int tt = 0; tt < tiles; ++tt) {
+            const float w = expf(tmax[tt * BQ + col] - cmax);
+            ew[tt * BQ + col] = w;
+            cs = fmaf(tsum[tt * BQ + col], w, cs);
+        }
+        cmaxs[col] = cmax;
+        csum[col] = cs;
+    }
+
+    // Pass 2, per tile: value sums from zero (tile_values), folded into the chunk's sums in tile order.
+    const int dx = tid & 15;  // dimensions VEC·(dx + 16·v) … + VEC − 1, v < NV
+    float acc[QT][NV][VEC];
+#pragma unroll
+    for (int q = 0; q < QT; ++q)
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) acc[q][v][e] = 0.0f;
+    float4 vt[HD / 32];
+    block_values_load<HD>(vt, first, nmax, clen, pages, vround, m, paths, row, off);
+    for (int tt = 0; tt < T; ++tt) {
+        const int t0 = first + 32 * tt;
+        __syncthreads();  // the merge weights are in and the previous tile's values are read
+        block_values_store<HD>(vt, kv);
+        __syncthreads();
+        if (tt + 1 < T) block_values_load<HD>(vt, t0 + 32, nmax, clen, pages, vround, m, paths, row, off);
+        int cnt[QT];
+#pragma unroll
+        for (int q = 0; q < QT; ++q) cnt[q] = min(32, max(0, ncol[cy + 16 * q] - t0));
+        float o[QT][NV][VEC];
+#pragma unroll
+        for (int q = 0; q < QT; ++q)
+#pragma unroll
+            for (int v = 0; v < NV; ++v)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) o[q][v][e] = 0.0f;
+        const float* pt = ps + tt * BQ * 32;
+        if (t0 + 32 <= nmin) {
+            // Every column has all 32 keys of the tile: no per-key bounds.
+#pragma unroll 2
+            for (int u = 0; u < 32; ++u) {
+                float vv[NV][VEC];
+                block_value_load<HD, VEC, NV>(kv, u, dx, vv);
+#pragma unroll
+                for (int q = 0; q < QT; ++q) {
+                    const float p = pt[(cy + 16 * q) * 32 + u];
+#pragma unroll
+                    for (int v = 0; v < NV; ++v)
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
+                }
+            }
+        } else {
+            for (int u = 0; u < 32; ++u) {
+                float vv[NV][VEC];
+                block_value_load<HD, VEC, NV>(kv, u, dx, vv);
+#pragma unroll
+                for (int q = 0; q < QT; ++q) {
+                    if (u >= cnt[q]) continue;
+                    const float p = pt[(cy + 16 * q) * 32 + u];
+#pragma unroll
+                    for (int v = 0; v < NV; ++v)
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
+                }
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < QT; ++q) {
+            if (cnt[q] == 0) continue;  // no such tile for this column
+            const float w = ew[tt * BQ + cy + 16 * q];
+#pragma unroll
+            for (int v = 0; v < NV; ++v)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) acc[q][v][e] = fmaf(o[q][v][e], w, acc[q][v][e]);
+        }
+    }
+    // The chunk's partials, or the output of a row with one chunk (attn_merge's arithmetic for one chunk).
+    const int hdr = HD + 2;
+#pragma unroll
+    for (int q = 0; q < QT; ++q) {
+        const int col = cy + 16 * q;
+        if (col >= C) continue;
+        const int n = ncol[col];
+        if (first >= n) continue;
+        const int i = i0 + col / gq, h = kh * gq + col % gq;
+        const float* gate = qg + (size_t)i * heads * 2 * HD + (size_t)h * 2 * HD + HD;
+        float* pp = part + (((size_t)(i - row0) * heads + h) * nch + c) * hdr;
+        const bool single = n <= ACH;
+        if (!single && dx == 0) {
+            pp[0] = cmaxs[col];
+            pp[1] = csum[col];
+        }
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const int d = VEC * (dx + 16 * v) + e;
+                if (single)
+                    out[(size_t)i * heads * HD + (size_t)h * HD + d] = (acc[q][v][e] / csum[col]) * sigmoid_f(gate[d]);
+                else
+                    pp[2 + d] = acc[q][v][e];
+            }
+    }
+}
+
+// attn_block_d{HD}_q{QT}: HD the head_dim, 16·QT columns a block. One block an SM at QT = 3 (136 KB of shared
+// memory at HD 256), two at QT = 2 (100 KB), so ptxas may give each thread up to 255 or 128 registers.
+#define ATTN_BLOCK(HD, QT)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(BT, QT == 2 ? 2 : 1) attn_block_d##HD##_q##QT(                \
+        const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,    \
+        const u64* tables, const int* meta, const int* paths, int heads, int kvh, int row0, int rows_end,       \
+        int nch, int rr) {                                                                                       \
+        kernel_entry();                                                                                          \
+        attn_block_run<HD, QT>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, row0,        \
+                               rows_end, nch, rr);                                                               \
+    }
+#define ATTN_BLOCK_QT(HD) ATTN_BLOCK(HD, 2) ATTN_BLOCK(HD, 3)
+ATTN_BLOCK_QT(32)
+ATTN_BLOCK_QT(64)
+ATTN_BLOCK_QT(128)
+ATTN_BLOCK_QT(256)
