@@ -52,11 +52,22 @@ pub(crate) static GROUPING: AtomicU8 = AtomicU8::new(0);
 
 /// Head dims the shared-key kernel (`attn_block_d*`, attention_block.cu) is built for.
 pub(crate) const BLOCK_HEAD_DIMS: [usize; 4] = [32, 64, 128, 256];
-/// Threads of an attn_block block (BT), and the rows a round needs before it takes that kernel.
+/// Threads of an attn_block block (BT).
 const BLOCK_THREADS: u32 = 256;
-const BLOCK_MIN_ROWS: usize = 16;
+/// Rows a chain needs before it takes attn_block: a 16-row chain at a short context has too few blocks for it (27B
+/// MLX4 16-row rounds 14.3 ms with attn_chunk against 14.9, call 74), a 2,048-row prompt chunk gains (see
+/// BENCHMARKS.md). `TENSORFOLD_CUDA_ATTN_BLOCK_ROWS` sets another count, for timing runs.
+fn block_min_rows() -> usize {
+    static ROWS: OnceLock<usize> = OnceLock::new();
+    *ROWS.get_or_init(|| {
+        std::env::var("TENSORFOLD_CUDA_ATTN_BLOCK_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(128)
+    })
+}
 
-/// Set by the backend-ops test: 0 = attn_block for chains of BLOCK_MIN_ROWS rows or more, 1 = never, 2 = for
+/// Set by the backend-ops test: 0 = attn_block for chains of block_min_rows() rows or more, 1 = never, 2 = for
 /// every chain (one row included).
 pub(crate) static BLOCK_MODE: AtomicU8 = AtomicU8::new(0);
 
@@ -84,7 +95,7 @@ fn block_kernel(dev: &Dev, meta: &[i32], heads: usize, kvh: usize, hd: usize) ->
     let min_rows = match BLOCK_MODE.load(Ordering::Relaxed) {
         1 => return None,
         2 => 1,
-        _ => BLOCK_MIN_ROWS,
+        _ => block_min_rows(),
     };
     let one_chain = meta[3] < 0
         && meta
