@@ -195,19 +195,36 @@ __device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, con
             reinterpret_cast<float2*>(ps + (tt * BQ + col) * 32)[kx] = s;
         }
         __syncthreads();  // scores in; the keys may be overwritten
-        // A warp per column, a lane per key: attn_tile's max, weights and butterfly sum.
-        for (int col = warp; col < C; col += BT / 32) {
-            const int n = ncol[col];
-            if (t0 >= n) continue;  // the tile is past this row's keys
-            float* pc = ps + (tt * BQ + col) * 32;
-            const float s = pc[lane];
-            const float mx = warp_max(s);
-            const float p = t0 + lane < n ? expf(s - mx) : 0.0f;
-            const float sum = warp_sum(p);
-            pc[lane] = p;
-            if (lane == 0) {
-                tmax[tt * BQ + col] = mx;
-                tsum[tt * BQ + col] = sum;
+        // A lane per key, a warp per column: attn_tile's max, weights and butterfly sum (warp_max and warp_sum's
+        // steps). A warp takes its WC columns side by side, so their shuffles overlap: one after another, each
+        // column's chain of ten shuffles and an exp stood between the tile's scores and its values.
+        constexpr int WC = BQ / (BT / 32);
+        float sc[WC], mx[WC], sm[WC];
+#pragma unroll
+        for (int k = 0; k < WC; ++k) {
+            sc[k] = ps[(tt * BQ + warp + 8 * k) * 32 + lane];
+            mx[k] = sc[k];
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int k = 0; k < WC; ++k) mx[k] = fmaxf(mx[k], __shfl_xor_sync(FULL_MASK, mx[k], o));
+#pragma unroll
+        for (int k = 0; k < WC; ++k) sm[k] = t0 + lane < ncol[warp + 8 * k] ? expf(sc[k] - mx[k]) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < WC; ++k) ps[(tt * BQ + warp + 8 * k) * 32 + lane] = sm[k];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int k = 0; k < WC; ++k) sm[k] += __shfl_xor_sync(FULL_MASK, sm[k], o);
+        if (lane == 0) {
+#pragma unroll
+            for (int k = 0; k < WC; ++k) {
+                const int col = warp + 8 * k;
+                if (t0 < ncol[col]) {  // else the tile is past this row's keys (or there is no such column)
+                    tmax[tt * BQ + col] = mx[k];
+                    tsum[tt * BQ + col] = sm[k];
+                }
             }
         }
     }

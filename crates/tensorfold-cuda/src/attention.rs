@@ -392,8 +392,17 @@ pub(crate) fn gated_attention(
         .div_ceil(CHUNK);
     // Partials of many-chunk rows, a slice of rows at a time so the scratch stays bounded in long prefills.
     let per_row = heads * nch * (hd + 2);
+    let block_qt = block_kernel(dev, &t.meta, heads, kvh, hd);
+    // attn_block's blocks take rows_per_block rows each, so its slices are whole blocks (a slice of 169 rows left a
+    // block of one row in each).
+    let rows_per_block = block_qt.map_or(1, |qt| 16 * qt / (heads / kvh));
     let slice = if nch > 1 {
-        (PART_FLOATS / per_row).clamp(1, r)
+        let rows = (PART_FLOATS / per_row).clamp(1, r);
+        if rows >= rows_per_block {
+            rows / rows_per_block * rows_per_block
+        } else {
+            rows
+        }
     } else {
         r
     };
@@ -401,11 +410,9 @@ pub(crate) fn gated_attention(
     let part_ptr = part.as_ref().map_or(0, |b| dev.ptr(b));
     let merge_threads = (hd.div_ceil(32) * 32) as u32;
     let group = heads_per_block(heads, kvh, r, nch);
-    let block_qt = block_kernel(dev, &t.meta, heads, kvh, hd);
     for row0 in (0..r).step_by(slice) {
         let rows_here = slice.min(r - row0) as u32;
         if let Some(qt) = block_qt {
-            let rows_per_block = 16 * qt / (heads / kvh);
             dev.launch_smem(
                 &format!("attn_block_d{hd}_q{qt}"),
                 (
