@@ -15,6 +15,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../kernels/project_stream.cu"),
     ),
     (
+        "project_bulk.cu",
+        include_str!("../kernels/project_bulk.cu"),
+    ),
+    (
         "project_gemm.cu",
         include_str!("../kernels/project_gemm.cu"),
     ),
