@@ -1,7 +1,8 @@
 #!/bin/bash
 # gpu_bulk.sh FINAL BUDGET_S BIN: call 77, 4-bit decode weights by bulk copies (project_bulk.cu, the default for
 # calls of up to 8 rows) against project_stream.cu's per-lane copies (TENSORFOLD_CUDA_BULK=0), same binary: every
-# check and the tiny fixtures' shas; 27B MLX4 quick benches in turn, ring depths 4, 8 and 12; the decode profile of
+# check and the tiny fixtures' shas; 27B MLX4 quick benches in turn, ring depths 4, 8 and 12, bulk copies at every
+# row count (TENSORFOLD_CUDA_MMA_STAGES=3); the decode profile of
 # each; 9B MLX4 quick benches each way.
 FINAL=${1:?out dir}; BUDGET=${2:-560}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
@@ -17,6 +18,7 @@ quick q-stream-1 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK=0
 quick q-bulk8-1 /dev/shm/s27m4 "$BIN"
 quick q-bulk4 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK_STAGES=4
 quick q-bulk12 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK_STAGES=12
+quick q-bulkall /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_MMA_STAGES=3
 quick q-stream-2 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK=0
 quick q-bulk8-2 /dev/shm/s27m4 "$BIN"
 for v in stream bulk; do

@@ -12,16 +12,17 @@
 // same order through the same a4_group, and finish_tiles adds the warps in order. So the bits are the same, and the
 // row invariance argued in project_mma.cu carries over unchanged. Only where the weight bytes wait differs.
 //
-// Dynamic shared memory (the host mirrors it: project.rs bulk_smem): BULK_BARS bytes of D mbarriers, then D stages of
-// one round each: the nw warps' codes (warp w's group at w·TB), their scales (16 raw values a warp), their biases.
+// Block: nw consumer warps (the matrix's decode warps) and one producer warp, the last. Dynamic shared memory (the
+// host mirrors it: project.rs bulk_smem): BULK_BARS bytes of mbarriers, then `stages` stages of one round each: the
+// nw warps' codes (warp w's group at w·TB), their scales (16 raw values a warp), their biases.
 
-#define BULK_BARS 128  // bytes before the stages: up to 16 mbarriers of 8 bytes
+#define BULK_BARS 256  // bytes before the stages: 16 full and 16 empty mbarriers of 8 bytes
 
 // The mbarrier and bulk-copy steps. In the emulator a copy is a memcpy done when issued, so the barriers do
 // nothing there; project_bulk_a4 puts a __syncthreads between a round's issue and its first reader instead.
-__device__ __forceinline__ void mbar_init(SmemAddr bar) {
+__device__ __forceinline__ void mbar_init(SmemAddr bar, u32 count) {
 #ifndef TF_EMU
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 #endif
 }
 
@@ -64,8 +65,17 @@ __device__ __forceinline__ void bulk_copy(SmemAddr dst, const void* src, u32 byt
 #endif
 }
 
-// MLX 4-bit codes in groups of 32·WPL, tile-major (common.cu a4_tile_code); one tile of 16 outputs a block, its nw
-// warps splitting the groups as project_mma_a4 does (warp w takes w, w + nw, …); `stages` rounds in the ring.
+// Arrives once on the barrier (a consumer warp's lane 0 telling the producer it is done with a stage).
+__device__ __forceinline__ void mbar_arrive(SmemAddr bar) {
+#ifndef TF_EMU
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+#endif
+}
+
+// MLX 4-bit codes in groups of 32·WPL, tile-major (common.cu a4_tile_code); one tile of 16 outputs a block. The
+// block's last warp is the producer: its lane 0 asks for round after round into a ring of `stages` stages, each
+// stage reused once its nw consumer warps have arrived on its `empty` barrier. The nw consumer warps split the
+// groups as project_mma_a4 does (warp w takes w, w + nw, …) and wait on each stage's `full` barrier.
 template <int NT, int WPL, typename S>
 __device__ __forceinline__ void project_bulk_a4(int tile, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                 const float* __restrict__ xs, const u32* __restrict__ codes,
@@ -75,74 +85,92 @@ __device__ __forceinline__ void project_bulk_a4(int tile, const u16* __restrict_
     constexpr int TB = 256 * WPL;                          // bytes of one group's codes for one tile
     constexpr int PB = 16 * (int)sizeof(typename S::raw);  // bytes of its scales (and of its biases)
     DYNAMIC_SMEM(smem);
-    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int warp = threadIdx.x >> 5, nw = (blockDim.x >> 5) - 1, lane = threadIdx.x & 31;
     const int rt0 = row_block() * NT, groups = cols / (32 * WPL);
     const int rounds = (groups + nw - 1) / nw, sb = nw * (TB + 2 * PB);
-    const SmemAddr bars = smem_addr(smem), ring = smem_addr(smem + BULK_BARS);
-    const unsigned char* codes_b = reinterpret_cast<const unsigned char*>(codes) + (size_t)tile * groups * TB;
-    const unsigned char* scales_b = reinterpret_cast<const unsigned char*>(scales) + (size_t)tile * groups * PB;
-    const unsigned char* biases_b = reinterpret_cast<const unsigned char*>(biases) + (size_t)tile * groups * PB;
-    // Round r: the groups nw·r … of this tile (fewer in the last), into stage r mod stages.
-    auto issue = [&](int r) {
-        const int s = r % stages, n = min(nw, groups - nw * r);
-        const SmemAddr st = ring + s * sb, bar = bars + 8 * s;
-        mbar_expect(bar, n * (TB + 2 * PB));
-        bulk_copy(st, codes_b + (size_t)nw * r * TB, n * TB, bar);
-        bulk_copy(st + nw * TB, scales_b + (size_t)nw * r * PB, n * PB, bar);
-        bulk_copy(st + nw * (TB + PB), biases_b + (size_t)nw * r * PB, n * PB, bar);
-    };
+    // full[s] at 8·s, empty[s] at 128 + 8·s.
+    const SmemAddr full = smem_addr(smem), empty = full + 128, ring = smem_addr(smem + BULK_BARS);
     if (threadIdx.x == 0) {
-        for (int s = 0; s < stages; ++s) mbar_init(bars + 8 * s);
+        for (int s = 0; s < stages; ++s) {
+            mbar_init(full + 8 * s, 1);
+            mbar_init(empty + 8 * s, nw);
+        }
         mbar_init_fence();
     }
     __syncthreads();
-    // The first rounds read weights only, so they may be asked for before the predecessor is done (`early`, as
-    // project_stream.cu does).
-    if (!early) kernel_entry();
-    if (threadIdx.x == 0)
-        for (int r = 0; r < stages - 1 && r < rounds; ++r) issue(r);
-    if (early) kernel_entry();
-#ifdef TF_EMU
-    __syncthreads();  // the emulator's copies are done by thread 0 when issued
-#endif
-    const u16* xpp[NT];
-    const float* xsp[NT];
-    a4_x_at<NT, WPL>(xh, xl, xs, rows, cols, rt0, warp, xpp, xsp);
-    const u32 mask = opaque_nibble_mask();
-    float acc[1][NT][2];
+    float acc[1][NT][2];  // the producer's stay 0 and are not added (finish_tiles takes nw warps)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) acc[0][nt][0] = acc[0][nt][1] = 0.0f;
-    int s = 0;
-    u32 parity = 0;
-    for (int i = 0; i < rounds; ++i) {
-        // Every warp is past round i − 1, so its stage takes round i + stages − 1.
-        if (i > 0) __syncthreads();
-        if (threadIdx.x == 0 && i + stages - 1 < rounds) issue(i + stages - 1);
-        mbar_wait(bars + 8 * s, parity);
-        if (warp + nw * i < groups) {
-            const unsigned char* st = smem + BULK_BARS + s * sb;
-            a4_group<NT, WPL, S, 1>(reinterpret_cast<const u32*>(st + warp * TB),
-                                    reinterpret_cast<const typename S::raw*>(st + nw * TB + warp * PB),
-                                    reinterpret_cast<const typename S::raw*>(st + nw * (TB + PB) + warp * PB), 0,
-                                    xpp, xsp, mask, acc);
+    if (warp == nw) {
+        // The producer reads weights only, which no kernel writes, so it never waits for the predecessor unless
+        // told not to start early (`early`, as project_stream.cu).
+        if (!early) kernel_entry();
+        const unsigned char* codes_b = reinterpret_cast<const unsigned char*>(codes) + (size_t)tile * groups * TB;
+        const unsigned char* scales_b =
+            reinterpret_cast<const unsigned char*>(scales) + (size_t)tile * groups * PB;
+        const unsigned char* biases_b =
+            reinterpret_cast<const unsigned char*>(biases) + (size_t)tile * groups * PB;
+        for (int r = 0, s = 0; r < rounds; ++r, s = s + 1 == stages ? 0 : s + 1) {
+            if (lane == 0) {
+                // Stage s's previous round (r − stages) has been released by every consumer.
+                if (r >= stages) mbar_wait(empty + 8 * s, (u32)(r / stages - 1) & 1);
+                const int n = min(nw, groups - nw * r);
+                const SmemAddr st = ring + s * sb, bar = full + 8 * s;
+                mbar_expect(bar, n * (TB + 2 * PB));
+                bulk_copy(st, codes_b + (size_t)nw * r * TB, n * TB, bar);
+                bulk_copy(st + nw * TB, scales_b + (size_t)nw * r * PB, n * PB, bar);
+                bulk_copy(st + nw * (TB + PB), biases_b + (size_t)nw * r * PB, n * PB, bar);
+            }
+#ifdef TF_EMU
+            __syncthreads();  // the emulator's copy is done; the consumers' round r may start
+            __syncthreads();  // ... and has ended: the stage may be reused
+#endif
+        }
+    } else {
+        kernel_entry();
+        const u16* xpp[NT];
+        const float* xsp[NT];
+        a4_x_at<NT, WPL>(xh, xl, xs, rows, cols, rt0, warp, xpp, xsp);
+        const u32 mask = opaque_nibble_mask();
+        int s = 0;
+        u32 parity = 0;
+        for (int i = 0; i < rounds; ++i) {
+#ifdef TF_EMU
+            __syncthreads();
+#endif
+            mbar_wait(full + 8 * s, parity);
+            if (warp + nw * i < groups) {
+                const unsigned char* st = smem + BULK_BARS + s * sb;
+                a4_group<NT, WPL, S, 1>(reinterpret_cast<const u32*>(st + warp * TB),
+                                        reinterpret_cast<const typename S::raw*>(st + nw * TB + warp * PB),
+                                        reinterpret_cast<const typename S::raw*>(st + nw * (TB + PB) + warp * PB),
+                                        0, xpp, xsp, mask, acc);
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                xpp[nt] += nw * 32 * WPL;
-                xsp[nt] += nw * WPL;
+                for (int nt = 0; nt < NT; ++nt) {
+                    xpp[nt] += nw * 32 * WPL;
+                    xsp[nt] += nw * WPL;
+                }
+            }
+            __syncwarp();  // every lane is done with the stage ...
+            if (lane == 0) mbar_arrive(empty + 8 * s);  // ... so this warp releases it
+#ifdef TF_EMU
+            __syncthreads();
+#endif
+            if (++s == stages) {
+                s = 0;
+                parity ^= 1;
             }
         }
-        if (++s == stages) {
-            s = 0;
-            parity ^= 1;
-        }
     }
-    __syncthreads();  // every warp is done with the stages before they become the reduction's scratch
-    finish_tiles<NT>(acc[0], y, rows, out, tile * MMA_OUT, rt0, reinterpret_cast<float*>(smem + BULK_BARS));
+    // The stages become the reduction's scratch: every consumer is done with them, and no copy is in flight (the
+    // consumers waited for each).
+    __syncthreads();
+    finish_tiles<NT>(acc[0], y, rows, out, tile * MMA_OUT, rt0, reinterpret_cast<float*>(smem + BULK_BARS), nw);
 }
 
 // Up to four matrices of one family and column count in one launch, as project_stream.cu's STREAM_A4 takes them.
 #define BULK_A4(NT, WPL, NAME, S)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(512, 1) project_bulk_a4_g##WPL##_##NAME##_nt##NT(                \
+    extern "C" __global__ void __launch_bounds__(544, 1) project_bulk_a4_g##WPL##_##NAME##_nt##NT(                \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early, int stages) {                        \
         entry_after_weights();                                                                                    \

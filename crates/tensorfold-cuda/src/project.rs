@@ -137,11 +137,11 @@ fn bulk_stages() -> usize {
     })
 }
 
-/// Dynamic shared memory of a bulk-copy block (project_bulk.cu): 128 bytes of barriers, then `stages` rounds of
+/// Dynamic shared memory of a bulk-copy block (project_bulk.cu): 256 bytes of barriers, then `stages` rounds of
 /// `warps` groups (codes of 16 outputs, 16 scales, 16 biases of `raw` bytes each), at least finish_tiles' scratch.
 fn bulk_smem(wpl: usize, raw: usize, warps: usize, nt: usize, stages: usize) -> u32 {
     let ring = stages * warps * (256 * wpl + 32 * raw);
-    (128 + ring.max(warps * nt * 64 * 4)) as u32
+    (256 + ring.max(warps * nt * 64 * 4)) as u32
 }
 
 /// How the tensor-core projections are laid out, fixed for the process.
@@ -542,7 +542,8 @@ fn project_mma(
         &plan.name,
         label.as_deref(),
         mma_grid(tiles, plan.row_blocks),
-        (plan.warps * 32) as u32,
+        // A bulk-copy block has a producer warp besides the warps that compute.
+        ((plan.warps + (plan.bulk_stages > 0) as usize) * 32) as u32,
         plan.smem,
         &args,
     );
