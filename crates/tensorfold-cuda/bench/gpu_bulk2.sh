@@ -13,10 +13,10 @@ all_checks "$BIN"
 tiny_shas "$BIN"
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --out /dev/shm/s27m4
 quick q-stream-1 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK=0
-quick q-bulk8 /dev/shm/s27m4 "$BIN"
-quick q-bulk4 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK_STAGES=4
-quick q-bulk3 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK_STAGES=3
-quick q-bulk6 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK_STAGES=6
+quick q-bulk8 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK=1
+quick q-bulk4 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK=1 TENSORFOLD_CUDA_BULK_STAGES=4
+quick q-bulk3 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK=1 TENSORFOLD_CUDA_BULK_STAGES=3
+quick q-bulk6 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK=1 TENSORFOLD_CUDA_BULK_STAGES=6
 quick q-stream-2 /dev/shm/s27m4 "$BIN" TENSORFOLD_CUDA_BULK=0
 for v in stream bulk; do
   e=TENSORFOLD_CUDA_BULK=$([ $v = stream ] && echo 0 || echo 1)
@@ -35,6 +35,6 @@ done
 rm -rf /dev/shm/s27m4
 step synth-9b-mlx4 40 "$BIN" synth --shape 9b --format mlx4 --out /dev/shm/s9m4
 quick n-stream /dev/shm/s9m4 "$BIN" TENSORFOLD_CUDA_BULK=0
-quick n-bulk /dev/shm/s9m4 "$BIN"
+quick n-bulk /dev/shm/s9m4 "$BIN" TENSORFOLD_CUDA_BULK=1
 rm -rf /dev/shm/s9m4
 finish "$FINAL"

@@ -116,12 +116,12 @@ pub(crate) const STREAM_AUTO: usize = 1;
 /// `TENSORFOLD_CUDA_MMA_STAGES=3`.
 pub(crate) const STREAM_BULK: usize = 3;
 
-/// Whether the default layout brings 4-bit weights by bulk copies (project_bulk.cu) for calls of up to 8 rows:
-/// on unless `TENSORFOLD_CUDA_BULK=0` (project_stream.cu's per-lane copies then, for same-run comparisons).
-/// Either way the bits are the same.
+/// Whether the default layout brings 4-bit weights by bulk copies (project_bulk.cu) for calls of up to 8 rows
+/// (`TENSORFOLD_CUDA_BULK=1`) instead of project_stream.cu's per-lane copies, for same-run comparisons. Either way
+/// the bits are the same. Off by default: it measured slower on the H200 (BENCHMARKS.md §7, calls 77–78).
 fn bulk_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_BULK").map_or(true, |v| v != "0"))
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_BULK").is_ok_and(|v| v == "1"))
 }
 
 /// Rounds in a bulk-copy block's ring (`TENSORFOLD_CUDA_BULK_STAGES`, 2..=16, default 8): stages − 1 rounds of
@@ -147,9 +147,9 @@ fn bulk_smem(wpl: usize, raw: usize, warps: usize, nt: usize, stages: usize) -> 
 /// How the tensor-core projections are laid out, fixed for the process.
 /// - The 4-bit weight stream (`TENSORFOLD_CUDA_MMA_STAGES`): 0 = project_mma.cu's direct loads; 4 or 8 =
 ///   project_stream.cu with that many stages of one 16-output tile per block; 2 = 4 stages of two tiles per
-///   block; 3 = `STREAM_BULK`, project_bulk.cu's bulk copies at every row count; unset = `STREAM_AUTO`: bulk
-///   copies for calls of up to 8 rows (unless `TENSORFOLD_CUDA_BULK=0`, then 4 stages of one tile), 4 stages of
-///   two tiles above (groups of 128 always get 4 stages of one tile). Stages and tiles only move bytes: every layout gives the direct
+///   block; 3 = `STREAM_BULK`, project_bulk.cu's bulk copies at every row count; unset = `STREAM_AUTO`: 4
+///   stages of one tile for calls of up to 8 rows (bulk copies with `TENSORFOLD_CUDA_BULK=1`), of two tiles
+///   above (groups of 128 always get 4 stages of one tile). Stages and tiles only move bytes: every layout gives the direct
 ///   kernel's bits for the same warps (the self-test checks each), so even choosing them by the row count keeps
 ///   a row's bits independent of its round.
 /// - The most warps a block of a matrix with more outputs than `TENSORFOLD_CUDA_MMA_WIDE` (default 0) splits
