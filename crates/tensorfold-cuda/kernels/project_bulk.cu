@@ -127,7 +127,7 @@ __device__ __forceinline__ void project_bulk_a4(int tile, const u16* __restrict_
 #endif
         }
     } else {
-        kernel_entry();
+        kernel_entry();  // the consumers read x: they wait for the predecessor, early or not
         const u16* xpp[NT];
         const float* xsp[NT];
         a4_x_at<NT, WPL>(xh, xl, xs, rows, cols, rt0, warp, xpp, xsp);
