@@ -28,13 +28,6 @@ __device__ __forceinline__ void kernel_entry() {
 // kernel reads or writes waits for kernel_entry as usual (project_stream.cu is the one user).
 __device__ __forceinline__ void entry_after_weights() {}
 
-// Dynamic shared memory: the GPU's extern array, the emulator's buffer of the launch.
-#ifdef TF_EMU
-#define DYNAMIC_SMEM(name) unsigned char* name = emu_dynamic_smem()
-#else
-#define DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
-#endif
-
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }
 
 // Exact IEEE half → float on the bits (subnormals, infinities and NaNs included).

@@ -135,14 +135,12 @@ __device__ __forceinline__ HiLo hi_plus_lo(const float (&c)[4]) { return HiLo{c[
 // o0 + g + 8 of the tile's row t. `red` is shared scratch of (warps · NT · 64) floats.
 template <int NT>
 __device__ __forceinline__ void finish_tiles(float (&acc)[NT][2], float* __restrict__ y, int rows, int out, int o0,
-                                             int rt0, float* red, int nw = 0) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (nw == 0) nw = blockDim.x >> 5;
-    if (warp < nw)
+                                             int rt0, float* red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int i = 0; i < 2; ++i) red[(warp * NT + nt) * 64 + lane * 2 + i] = acc[nt][i];
+        for (int i = 0; i < 2; ++i) red[(warp * NT + nt) * 64 + lane * 2 + i] = acc[nt][i];
     __syncthreads();
     for (int e = threadIdx.x; e < NT * 64; e += blockDim.x) {
         float v = red[e];

@@ -153,85 +153,6 @@ struct StreamCopies {
     }
 };
 
-// This lane's x pointers at group G of the row tiles rt0 … rt0 + NT − 1: xpp its half (lane_half) at its first
-// word of the group, xsp x's 32-column sums at the group's first. Rows past the last read the last row's x (valid
-// addresses, no predicates in the loop): an mma's output column depends on its own B column only, and
-// finish_tiles never writes those columns.
-template <int NT, int WPL>
-__device__ __forceinline__ void a4_x_at(const u16* xh, const u16* xl, const float* xs, int rows, int cols, int rt0,
-                                        int G, const u16* (&xpp)[NT], const float* (&xsp)[NT]) {
-    const int t = threadIdx.x & 3;
-    int xrow[NT];
-    tile_rows<NT>(xrow, rt0, rows);
-    const u16* xp = lane_half(xh, xl);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        if (xrow[nt] < 0) xrow[nt] = rows - 1;
-        const int crow = min((rt0 + nt) * TILE_ROWS + t, rows - 1);  // the C fragment's row, for the sums
-        xpp[nt] = xp + (size_t)xrow[nt] * cols + ((size_t)G * (32 * WPL / 8) + t * WPL) * 8;
-        xsp[nt] = xs + (size_t)crow * (cols / 32) + (size_t)G * WPL;
-    }
-}
-
-// One group of MT output tiles for NT row tiles, folded into acc: the mmas of its WPL code words against x
-// (hi and lo columns) and the group's scale and centred bias. cw: the group's codes (tile m's 16 outputs at
-// m·16·4·WPL words); sc, bi: tile m's 16 scales and 16 biases at m·pstride raw values; xpp, xsp: this lane's x
-// halves and x's 32-column sums at the group's first column. project_stream_a4 and project_bulk_a4 (two ways of
-// bringing the bytes) both call this, so they give the same bits.
-template <int NT, int WPL, typename S, int MT>
-__device__ __forceinline__ void a4_group(const u32* cw, const typename S::raw* sc, const typename S::raw* bi,
-                                         int pstride, const u16* const (&xpp)[NT], const float* const (&xsp)[NT],
-                                         u32 mask, float (&acc)[MT][NT][2]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    // x's group sums, shared by the MT tiles.
-    float sx[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        sx[nt] = 0.0f;
-#pragma unroll
-        for (int k = 0; k < WPL; ++k) sx[nt] += xsp[nt][k];
-    }
-    float d[MT][NT][4];
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) d[m][nt][k] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < WPL; ++j) {
-        // x of this word for every tile of rows, loaded once for the MT output tiles.
-        uint4 b[NT];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) b[nt] = *reinterpret_cast<const uint4*>(xpp[nt] + j * 8);
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-            u32 pg[4], pg8[4];
-            pairs_a4_masked(cw[(m * 16 + g) * 4 * WPL + t * WPL + j], mask, pg);
-            pairs_a4_masked(cw[(m * 16 + g + 8) * 4 * WPL + t * WPL + j], mask, pg8);
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                mma_bf16(d[m][nt], pg[0], pg8[0], pg[1], pg8[1], b[nt].x, b[nt].y);
-                mma_bf16(d[m][nt], pg[2], pg8[2], pg[3], pg8[3], b[nt].z, b[nt].w);
-            }
-        }
-    }
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-        // Outputs past `out` read padding or a clamped tile here: their results are never written.
-        const typename S::raw* ps = sc + m * pstride;
-        const typename S::raw* pb = bi + m * pstride;
-        const float s0 = S::get(ps[g]), s8 = S::get(ps[g + 8]);
-        const float sb[4] = {s0, centred_bias(s0, S::get(pb[g])), s8, centred_bias(s8, S::get(pb[g + 8]))};
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            const HiLo v = hi_plus_lo(d[m][nt]);
-            acc[m][nt][0] = fmaf(sb[1], sx[nt], fmaf(sb[0], v.g, acc[m][nt][0]));
-            acc[m][nt][1] = fmaf(sb[3], sx[nt], fmaf(sb[2], v.g8, acc[m][nt][1]));
-        }
-    }
-}
-
 // MLX 4-bit codes, group gs = 32·WPL, tile-major (common.cu a4_tile_code); a block owns MT tiles of 16 outputs
 // (each warp computes all of them for its groups, so x is read once per MT tiles); D pipeline stages per warp
 // (D − 1 in flight).
@@ -245,10 +166,21 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     constexpr int W = stream_warps<WPL, D, MT>();
     constexpr int PIPE = W * D * SB, RED = W * NT * 64 * 4;
     __shared__ __align__(16) unsigned char smem[PIPE > RED ? PIPE : RED];
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int ob = tile * (MMA_OUT * MT), rt0 = row_block() * NT;
     unsigned char* pipe = smem + warp * D * SB;
-    const int groups = cols / GS;
+    int xrow[NT];
+    // Rows past the last read the last row's x (valid addresses, no predicates in the loop): an mma's output
+    // column depends on its own B column only, and finish_tiles never writes those columns.
+    tile_rows<NT>(xrow, rt0, rows);
+    int crow[NT];  // the C fragment's row (t of each tile), for x's group sums
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        if (xrow[nt] < 0) xrow[nt] = rows - 1;
+        crow[nt] = min((rt0 + nt) * TILE_ROWS + t, rows - 1);
+    }
+    const int groups = cols / GS, chunks = cols / 32;
     const u32 mask = opaque_nibble_mask();
     // This warp's groups: warp, warp + nw, … (project_mma_a4's split), n of them. Every pointer below starts at
     // the warp's first group and steps nw groups at a time.
@@ -256,9 +188,15 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     StreamCopies<WPL, MT, S> cp;
     cp.init(codes, scales, biases, tile * MT, (out + MMA_OUT - 1) / MMA_OUT, groups, warp, nw);
     const SmemAddr pipe_s = smem_addr(pipe);
+    // x's half (lane_half) at this lane's first word of the group, and x's 32-column sums at the group's first.
     const u16* xpp[NT];
     const float* xsp[NT];
-    a4_x_at<NT, WPL>(xh, xl, xs, rows, cols, rt0, warp, xpp, xsp);
+    const u16* xp = lane_half(xh, xl);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        xpp[nt] = xp + (size_t)xrow[nt] * cols + ((size_t)warp * (GS / 8) + t * WPL) * 8;
+        xsp[nt] = xs + (size_t)crow[nt] * chunks + (size_t)warp * WPL;
+    }
     const int x_step = nw * GS, xs_step = nw * WPL;
     // The first D − 1 stages read weights only, so they may be copied before the predecessor is done (`early`):
     // a block scheduled during the previous kernel's tail then starts computing as soon as x is ready, where it
@@ -284,14 +222,57 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         cp.issue(pipe_s + ((unsigned)(i + D - 1) % D) * SB);
         cp_async_commit();
         const unsigned char* st = pipe + ((unsigned)i % D) * SB;
-        // Per tile m its 16 scales, then its 16 biases, 32 raw values apart.
-        const typename S::raw* sbw =
-            reinterpret_cast<const typename S::raw*>(st + StreamStage<WPL, MT>::CODE_BYTES);
-        a4_group<NT, WPL, S, MT>(reinterpret_cast<const u32*>(st), sbw, sbw + 16, 32, xpp, xsp, mask, acc);
+        const u32* cw = reinterpret_cast<const u32*>(st);
+        const unsigned char* sbw = st + StreamStage<WPL, MT>::CODE_BYTES;
+        // x's group sums, shared by the MT tiles.
+        float sx[NT];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-            xpp[nt] += x_step;
+            sx[nt] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < WPL; ++k) sx[nt] += xsp[nt][k];
             xsp[nt] += xs_step;
+        }
+        float d[MT][NT][4];
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int k = 0; k < 4; ++k) d[m][nt][k] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < WPL; ++j) {
+            // x of this word for every tile of rows, loaded once for the MT output tiles.
+            uint4 b[NT];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) b[nt] = *reinterpret_cast<const uint4*>(xpp[nt] + j * 8);
+#pragma unroll
+            for (int m = 0; m < MT; ++m) {
+                u32 pg[4], pg8[4];
+                pairs_a4_masked(cw[(m * 16 + g) * 4 * WPL + t * WPL + j], mask, pg);
+                pairs_a4_masked(cw[(m * 16 + g + 8) * 4 * WPL + t * WPL + j], mask, pg8);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    mma_bf16(d[m][nt], pg[0], pg8[0], pg[1], pg8[1], b[nt].x, b[nt].y);
+                    mma_bf16(d[m][nt], pg[2], pg8[2], pg[3], pg8[3], b[nt].z, b[nt].w);
+                }
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) xpp[nt] += x_step;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            // Outputs past `out` read padding or a clamped tile here: their results are never written.
+            const typename S::raw* ps =
+                reinterpret_cast<const typename S::raw*>(sbw + m * 32 * (int)sizeof(typename S::raw));
+            const float s0 = S::get(ps[g]), s8 = S::get(ps[g + 8]);
+            const float sb[4] = {s0, centred_bias(s0, S::get(ps[16 + g])), s8, centred_bias(s8, S::get(ps[24 + g]))};
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const HiLo v = hi_plus_lo(d[m][nt]);
+                acc[m][nt][0] = fmaf(sb[1], sx[nt], fmaf(sb[0], v.g, acc[m][nt][0]));
+                acc[m][nt][1] = fmaf(sb[3], sx[nt], fmaf(sb[2], v.g8, acc[m][nt][1]));
+            }
         }
     }
     cp_async_wait<0>();

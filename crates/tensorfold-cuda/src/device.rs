@@ -168,7 +168,7 @@ impl Dev {
 
     /// Launches kernel `name`; `block` threads per block.
     pub fn launch(&self, name: &str, grid: (u32, u32, u32), block: u32, args: &[Arg]) {
-        self.launch_as(name, None, grid, block, 0, args)
+        self.launch_as(name, None, grid, block, args)
     }
 
     /// `launch` with `smem` bytes of dynamic shared memory (kernels in DYNAMIC_SMEM_KERNELS may take up to
@@ -191,19 +191,17 @@ impl Dev {
         self.max_dynamic_smem
     }
 
-    /// `launch_smem`, profiled under `label` instead of the kernel's name when one is given (e.g. with the
-    /// shape).
+    /// `launch`, profiled under `label` instead of the kernel's name when one is given (e.g. with the shape).
     pub fn launch_as(
         &self,
         name: &str,
         label: Option<&str>,
         grid: (u32, u32, u32),
         block: u32,
-        smem: u32,
         args: &[Arg],
     ) {
         for _ in 0..launch_copies(name) {
-            self.launch_once(name, label, grid, block, smem, args);
+            self.launch_once(name, label, grid, block, 0, args);
         }
     }
 
@@ -543,7 +541,7 @@ fn pool_enabled() -> bool {
 }
 
 /// Name prefixes of the kernels that take dynamic shared memory past the default 48 KB.
-const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_", "project_bulk_"];
+const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_"];
 
 /// Every kernel the module must export.
 pub fn kernel_names() -> Vec<String> {
@@ -586,7 +584,6 @@ pub fn kernel_names() -> Vec<String> {
         for nt in [1, 2, 4] {
             for g in [1, 2, 4] {
                 v.push(format!("project_mma_a4_g{g}_{dt}_nt{nt}"));
-                v.push(format!("project_bulk_a4_g{g}_{dt}_nt{nt}"));
                 v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s4_m1"));
                 if g < 4 {
                     v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s8_m1"));

@@ -15,10 +15,6 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../kernels/project_stream.cu"),
     ),
     (
-        "project_bulk.cu",
-        include_str!("../kernels/project_bulk.cu"),
-    ),
-    (
         "project_gemm.cu",
         include_str!("../kernels/project_gemm.cu"),
     ),
@@ -171,13 +167,10 @@ mod tests {
                     text[body + 1..].trim_start_matches(|c: char| c.is_whitespace() || c == '\\');
                 let name: String = text[at..body].chars().filter(|c| *c != '\\').collect();
                 let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
-                // A kernel that copies weights first (entry_after_weights) calls kernel_entry in its body: at once
-                // unless early, and after its first copies (project_stream.cu) or before anything but weights is
-                // read (project_bulk.cu's consumer warps) when early.
+                // A kernel that copies weights first (entry_after_weights) calls kernel_entry in its body.
                 let deferred = first.starts_with("entry_after_weights();")
-                    && text.contains("if (!early) kernel_entry();")
-                    && (text.contains("if (early) kernel_entry();")
-                        || text.contains("kernel_entry();  // the consumers read x"));
+                    && text.contains("if (early) kernel_entry();")
+                    && text.contains("if (!early) kernel_entry();");
                 assert!(
                     first.starts_with("kernel_entry();") || deferred,
                     "{file}: the kernel at `{name}` does not start with kernel_entry()"

@@ -112,44 +112,11 @@ pub(crate) fn tensor_core_a4(group_size: usize, cols: usize) -> bool {
 /// The default stream layout (see mma_layout).
 pub(crate) const STREAM_AUTO: usize = 1;
 
-/// The layout code of the bulk-copy stream (project_bulk.cu) at every row count, for the self-test and
-/// `TENSORFOLD_CUDA_MMA_STAGES=3`.
-pub(crate) const STREAM_BULK: usize = 3;
-
-/// Whether the default layout brings 4-bit weights by bulk copies (project_bulk.cu) for calls of up to 8 rows
-/// (`TENSORFOLD_CUDA_BULK=1`) instead of project_stream.cu's per-lane copies, for same-run comparisons. Either way
-/// the bits are the same. Off by default: it measured slower on the H200 (BENCHMARKS.md §7, calls 77–78).
-fn bulk_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_BULK").is_ok_and(|v| v == "1"))
-}
-
-/// Rounds in a bulk-copy block's ring (`TENSORFOLD_CUDA_BULK_STAGES`, 2..=16, default 8): stages − 1 rounds of
-/// the block's groups in flight. Timing only.
-fn bulk_stages() -> usize {
-    static N: OnceLock<usize> = OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("TENSORFOLD_CUDA_BULK_STAGES")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(8)
-            .clamp(2, 16)
-    })
-}
-
-/// Dynamic shared memory of a bulk-copy block (project_bulk.cu): 256 bytes of barriers, then `stages` rounds of
-/// `warps` groups (codes of 16 outputs, 16 scales, 16 biases of `raw` bytes each), at least finish_tiles' scratch.
-fn bulk_smem(wpl: usize, raw: usize, warps: usize, nt: usize, stages: usize) -> u32 {
-    let ring = stages * warps * (256 * wpl + 32 * raw);
-    (256 + ring.max(warps * nt * 64 * 4)) as u32
-}
-
 /// How the tensor-core projections are laid out, fixed for the process.
 /// - The 4-bit weight stream (`TENSORFOLD_CUDA_MMA_STAGES`): 0 = project_mma.cu's direct loads; 4 or 8 =
 ///   project_stream.cu with that many stages of one 16-output tile per block; 2 = 4 stages of two tiles per
-///   block; 3 = `STREAM_BULK`, project_bulk.cu's bulk copies at every row count; unset = `STREAM_AUTO`: 4
-///   stages of one tile for calls of up to 8 rows (bulk copies with `TENSORFOLD_CUDA_BULK=1`), of two tiles
-///   above (groups of 128 always get 4 stages of one tile). Stages and tiles only move bytes: every layout gives the direct
+///   block; unset = `STREAM_AUTO`, 4 stages of one tile for calls of up to 8 rows and of two tiles above (groups
+///   of 128 always get 4 stages of one tile). Stages and tiles only move bytes: every layout gives the direct
 ///   kernel's bits for the same warps (the self-test checks each), so even choosing them by the row count keeps
 ///   a row's bits independent of its round.
 /// - The most warps a block of a matrix with more outputs than `TENSORFOLD_CUDA_MMA_WIDE` (default 0) splits
@@ -170,7 +137,7 @@ fn mma_layout() -> (usize, usize, usize, Option<usize>) {
                 .and_then(|v| v.parse::<usize>().ok())
         };
         let stages = match var("TENSORFOLD_CUDA_MMA_STAGES") {
-            Some(s @ (0 | 2 | 3 | 4 | 8)) => s,
+            Some(s @ (0 | 2 | 4 | 8)) => s,
             _ => STREAM_AUTO,
         };
         let warps = var("TENSORFOLD_CUDA_MMA_WARPS").unwrap_or(8).clamp(1, 16);
@@ -301,9 +268,6 @@ struct MmaPlan {
     row_blocks: u32,
     warps: usize,
     streamed: bool,
-    /// Rounds in the ring of a bulk-copy launch (project_bulk.cu; 0 for the others) and its dynamic shared memory.
-    bulk_stages: usize,
-    smem: u32,
 }
 
 /// Most 16-output tiles one launch may have: they are its grid's y (mma_grid).
@@ -349,36 +313,6 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
     let warps = mma_warps(w);
     // Streamed: (stages, output tiles per block); groups of 128 only fit 4 stages of one tile. A layout whose
     // stages do not fit this many warps leaves the matrix to the direct kernel (the same bits).
-    let bulk = match w {
-        CudaMatrix::Affine { .. } => {
-            stages == STREAM_BULK || (stages == STREAM_AUTO && rows <= 8 && bulk_enabled())
-        }
-        _ => false,
-    };
-    if let (
-        true,
-        CudaMatrix::Affine {
-            group_size,
-            scale_dtype,
-            ..
-        },
-    ) = (bulk, w)
-    {
-        let (wpl, raw) = (group_size / 32, scale_dtype.size());
-        // At most 200 KB of ring (an H200 block may take 227 KB).
-        let n = bulk_stages()
-            .min(200 * 1024 / (warps * (256 * wpl + 32 * raw)))
-            .max(2);
-        return MmaPlan {
-            name: format!("{}_nt{nt}", kernel.replace("project_mma", "project_bulk")),
-            tiles: blocks(out_f, 16),
-            row_blocks: blocks(rows, TILE_ROWS * nt),
-            warps,
-            streamed: true,
-            bulk_stages: n,
-            smem: bulk_smem(wpl, raw, warps, nt, n),
-        };
-    }
     let (stages, mut tiles) = match (stages, w) {
         (0, _) => (0, 1),
         (_, CudaMatrix::Affine { group_size, .. }) if *group_size == 128 => (4, 1),
@@ -414,8 +348,6 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
         row_blocks: blocks(rows, TILE_ROWS * nt),
         warps,
         streamed,
-        bulk_stages: 0,
-        smem: 0,
     }
 }
 
@@ -521,9 +453,6 @@ fn project_mma(
         if plan.streamed {
             args.push(Arg::I(stream_early() as i32));
         }
-        if plan.bulk_stages > 0 {
-            args.push(Arg::I(plan.bulk_stages as i32));
-        }
     } else {
         args.extend(weight_args(dev, ws[0]));
         args.push(Arg::P(dev.ptr(&ys[0].buf)));
@@ -542,9 +471,7 @@ fn project_mma(
         &plan.name,
         label.as_deref(),
         mma_grid(tiles, plan.row_blocks),
-        // A bulk-copy block has a producer warp besides the warps that compute.
-        ((plan.warps + (plan.bulk_stages > 0) as usize) * 32) as u32,
-        plan.smem,
+        (plan.warps * 32) as u32,
         &args,
     );
     ys
@@ -604,7 +531,6 @@ fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
         label.as_deref(),
         (blocks(out_f, 64), blocks(rows, 64), 1),
         128,
-        0,
         &args,
     );
     y

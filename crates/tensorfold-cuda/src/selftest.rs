@@ -1,7 +1,6 @@
 //! The backend-ops test run on the GPU machine: every CUDA op against its CPU twin on fresh random inputs (a
 //! tolerance per format), and row-invariance bit for bit (a row alone vs among 1..64 others, in chains and trees).
 
-use crate::project::STREAM_BULK;
 use crate::CudaBackend;
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_backend::Backend;
@@ -234,7 +233,7 @@ fn check_projection(
         for rows in [1usize, 6, 9, 64] {
             let xa = act(gpu, rows, cols, &x[..rows * cols]);
             let direct = gpu.to_host(&gpu.project_staged(&xa, &w, 0));
-            for stages in [4usize, 8, 2, 1, STREAM_BULK] {
+            for stages in [4usize, 8, 2, 1] {
                 let streamed = gpu.to_host(&gpu.project_staged(&xa, &w, stages));
                 rep.same(
                     &format!(
@@ -253,7 +252,6 @@ fn check_projection(
 fn stream_name(stages: usize) -> &'static str {
     match stages {
         1 => "default (by rows)",
-        STREAM_BULK => "bulk-copy",
         2 => "4-stage two-tile",
         8 => "8-stage",
         _ => "4-stage",
@@ -471,7 +469,7 @@ fn check_projections(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng:
     for rows in [1usize, 9] {
         let xa = act(gpu, rows, 2048, &rng.vec(rows * 2048, 1.0));
         let direct = gpu.to_host(&gpu.project_staged(&xa, &wb, 0));
-        for stages in [4usize, 8, 2, 1, STREAM_BULK] {
+        for stages in [4usize, 8, 2, 1] {
             rep.same(
                 &format!(
                     "project MLX 4-bit g64 1040x2048: {} stream vs direct loads, {rows} rows",
