@@ -4,13 +4,11 @@
 # check and the tiny fixtures' shas; 27B MLX4 quick benches in turn, ring depths 4, 8 and 12, bulk copies at every
 # row count (TENSORFOLD_CUDA_MMA_STAGES=3); the decode profile of
 # each; 9B MLX4 quick benches each way.
+# Needs bench/logs/call78/project_bulk.patch applied (the kernel and its switches left main after call 78).
 FINAL=${1:?out dir}; BUDGET=${2:-560}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
-# A hang (a barrier never completing) must not eat the budget: the first check has 60 s.
-timeout 60 "$BIN" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit > "$OUT/first.log" 2>&1
-echo "first rc=$?"; grep -E "^backend-ops|^FAIL|cases," "$OUT/first.log" | head
-grep -q "0 failed" "$OUT/first.log" || { finish "$FINAL"; exit 1; }
+first_check "$BIN"
 all_checks "$BIN"
 tiny_shas "$BIN"
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --out /dev/shm/s27m4

@@ -3,12 +3,11 @@
 # block barrier per round) against project_stream.cu's per-lane copies (TENSORFOLD_CUDA_BULK=0), same binary: every
 # check and the tiny fixtures' shas; 27B MLX4 quick benches in turn at ring depths 3, 4, 6 and 8; the decode
 # profile each way; Nsight Compute on the 1-row gate/up launch each way; 9B MLX4 quick benches each way.
+# Needs bench/logs/call78/project_bulk.patch applied (the kernel and its switches left main after call 78).
 FINAL=${1:?out dir}; BUDGET=${2:-560}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
-timeout 60 "$BIN" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit > "$OUT/first.log" 2>&1
-echo "first rc=$?"; grep -E "^backend-ops|^FAIL|cases," "$OUT/first.log" | head
-grep -q "0 failed" "$OUT/first.log" || { finish "$FINAL"; exit 1; }
+first_check "$BIN"
 all_checks "$BIN"
 tiny_shas "$BIN"
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --out /dev/shm/s27m4

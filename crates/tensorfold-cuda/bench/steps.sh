@@ -27,6 +27,14 @@ all_checks() {
   grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF|^error|panicked" "$OUT"/check-*.log "$OUT"/full-*.log | head -30
 }
 
+# `first_check BIN`: backend-ops and tiny-mlx-4bit's quick suite within 60 s, so that a kernel that hangs (a barrier
+# never completing) cannot eat the budget; ends the script (logs gathered into $FINAL) unless every check passed.
+first_check() {
+  timeout 60 "$1" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit > "$OUT/first.log" 2>&1
+  echo "first rc=$?"; grep -E "^backend-ops|^FAIL|cases," "$OUT/first.log" | head
+  grep -q "0 failed" "$OUT/first.log" || { finish "$FINAL"; exit 1; }
+}
+
 # `tiny_shas BIN`: the token shas of 64 and 300 greedy tokens on tiny-mlx-4bit and tiny-wrapper-bf16.
 tiny_shas() {
   for m in tiny-mlx-4bit tiny-wrapper-bf16; do
