@@ -97,12 +97,19 @@ __host__ __device__ constexpr int stream_warps() {
     return 16 * D * StreamStage<WPL, MT>::BYTES <= 47 * 1024 ? 16 : 8;
 }
 
+// Threads a block of a kernel with NW warps (0: up to stream_warps) is launched with, at most.
+template <int WPL, int D, int MT, int NW>
+__host__ __device__ constexpr int stream_threads() {
+    return 32 * (NW ? NW : stream_warps<WPL, D, MT>());
+}
+
 // The blocks an SM must hold (launch bounds; 0 leaves it to ptxas), by the group words WPL, row tiles NT and output
 // tiles MT of a block, each the faster of two measured (calls 52 and 54, 27B MLX4): where a block takes at most 2
 // tiles of groups of up to 64, 1 (the 1-row kernel then takes 64 registers instead of 58, and 1-row rounds ran
 // 7.01 ms against 7.29); at 4 tiles, none (told 1 block, the 16-row kernel took 96 registers instead of 80, 2
 // blocks an SM instead of 3, and 16-row rounds ran 18.7 ms against 15.8); at 8 (the largest rounds'), 2 (left
-// alone, 134 registers, 1 block). Groups of 128 keep ptxas's choice (not measured).
+// alone, 134 registers, 1 block). Groups of 128 keep ptxas's choice (not measured). The kernels of NW fixed warps
+// ask for 64 registers (4 blocks of 8 warps): their unrolled loop took 116 when told 1 block.
 template <int WPL, int NT, int MT>
 __host__ __device__ constexpr int stream_min_blocks() {
     return NT * MT >= 8 ? 2 : NT * MT <= 2 && WPL <= 2 ? 1 : 0;
@@ -155,19 +162,21 @@ struct StreamCopies {
 
 // MLX 4-bit codes, group gs = 32·WPL, tile-major (common.cu a4_tile_code); a block owns MT tiles of 16 outputs
 // (each warp computes all of them for its groups, so x is read once per MT tiles); D pipeline stages per warp
-// (D − 1 in flight).
-template <int NT, int WPL, typename S, int D, int MT>
+// (D − 1 in flight); NW warps a block, or blockDim's when 0. With NW known, the steps from one of a warp's groups
+// to its next are constants, and the loop (unrolled by D) takes them as address offsets: 88 instructions a group in
+// the 1-row kernel, against 96 unrolled with the warps read at run time and 104 not unrolled (cuobjdump, BENCHMARKS.md §7).
+template <int NT, int WPL, typename S, int D, int MT, int NW>
 __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                   const float* __restrict__ xs, const u32* __restrict__ codes,
                                                   const typename S::raw* __restrict__ scales,
                                                   const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                                   int rows, int out, int cols, int early) {
     constexpr int GS = 32 * WPL, SB = StreamStage<WPL, MT>::BYTES;
-    constexpr int W = stream_warps<WPL, D, MT>();
+    constexpr int W = NW ? NW : stream_warps<WPL, D, MT>();  // stages for NW warps only: 21 KB, not 41
     constexpr int PIPE = W * D * SB, RED = W * NT * 64 * 4;
     __shared__ __align__(16) unsigned char smem[PIPE > RED ? PIPE : RED];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int warp = threadIdx.x >> 5, nw = NW ? NW : blockDim.x >> 5;
     const int ob = tile * (MMA_OUT * MT), rt0 = row_block() * NT;
     unsigned char* pipe = smem + warp * D * SB;
     int xrow[NT];
@@ -214,14 +223,18 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) acc[m][nt][0] = acc[m][nt][1] = 0.0f;
-    for (int i = 0; i < n; ++i) {
+    // Group i of the warp's: waits for it in stage `rd`, copies group i + D − 1 into stage `wr`, and adds the
+    // group's products to acc. The loop below passes stage numbers known at compile time (it is unrolled by D),
+    // so every shared-memory address is a register plus a constant: with i % D worked out at run time, the stage
+    // arithmetic took 10 of the loop's 104 instructions a group (BENCHMARKS.md §7).
+    auto group = [&](int rd, int wr) {
         cp_async_wait<D - 2>();  // group i has landed (for this lane) ...
         __syncwarp();            // ... and for every lane; the slot of group i − 1 is free
         // Unconditional: the last D − 1 issues copy bytes past the warp's groups into stages never read (ops.rs
         // pads every tile-major array so those reads stay in bounds); no branch keeps the loop short.
-        cp.issue(pipe_s + ((unsigned)(i + D - 1) % D) * SB);
+        cp.issue(pipe_s + wr * SB);
         cp_async_commit();
-        const unsigned char* st = pipe + ((unsigned)i % D) * SB;
+        const unsigned char* st = pipe + rd * SB;
         const u32* cw = reinterpret_cast<const u32*>(st);
         const unsigned char* sbw = st + StreamStage<WPL, MT>::CODE_BYTES;
         // x's group sums, shared by the MT tiles.
@@ -274,6 +287,22 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
                 acc[m][nt][1] = fmaf(sb[3], sx[nt], fmaf(sb[2], v.g8, acc[m][nt][1]));
             }
         }
+    };
+    // Group i sits in stage i % D. With NW fixed and one output tile a block: D groups a trip, then the last n % D.
+    // Otherwise one group a trip, the stages worked out at run time: unrolled, the 27B's 16-row rounds (two tiles
+    // a block) took 15.0 ms against 14.3, and its 1-row rounds with the warps read at run time 7.24 ms against
+    // 6.81 (call 79).
+    if (NW != 0 && MT == 1) {
+        int i = 0;
+        for (; i + D <= n; i += D) {
+#pragma unroll
+            for (int s = 0; s < D; ++s) group(s, (s + D - 1) % D);
+        }
+#pragma unroll
+        for (int s = 0; s < D - 1; ++s)
+            if (i + s < n) group(s, (s + D - 1) % D);
+    } else {
+        for (int i = 0; i < n; ++i) group((unsigned)i % D, (unsigned)(i + D - 1) % D);
     }
     cp_async_wait<0>();
     __syncthreads();  // every warp is done with its stages before they become the reduction's scratch
@@ -289,30 +318,37 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 // the third, from start3 to the fourth (INT_MAX: no such matrix), each with the tiles it has alone, so each output
 // gets the bits of its own launch (a launch costs ~5 µs of a decode round however small its matrix:
 // BENCHMARKS.md §7).
-#define STREAM_A4(NT, WPL, NAME, S, D, MT)                                                                       \
-    extern "C" __global__ void                                                                                  \
-        __launch_bounds__(stream_warps<WPL, D, MT>() * 32, stream_min_blocks<WPL, NT, MT>())                      \
-        project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT(                                                \
+#define STREAM_A4(NT, WPL, NAME, S, D, MT, NW, SUF)                                                              \
+    extern "C" __global__ void __launch_bounds__(                                                               \
+        stream_threads<WPL, D, MT, NW>(),                                                                       \
+        NW ? 65536 / (64 * 32 * NW) : stream_min_blocks<WPL, NT, MT>())                                          \
+        project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT##SUF(                                           \
             const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2), \
             int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early) {                               \
         entry_after_weights();                                                                                   \
         const int j = job_of(start1, start2, start3);                                                            \
-        project_stream_a4<NT, WPL, S, D, MT>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl, xs,  \
+        project_stream_a4<NT, WPL, S, D, MT, NW>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl,  \
+                                                 xs,                                                             \
                                              job_pick(j, codes0, codes1, codes2, codes3),                        \
                                              job_pick(j, scales0, scales1, scales2, scales3),                    \
                                              job_pick(j, biases0, biases1, biases2, biases3),                    \
                                              job_pick(j, y0, y1, y2, y3), rows,                                  \
                                              job_pick(j, out0, out1, out2, out3), cols, early);                  \
     }
-#define STREAM_A4_NT(WPL, NAME, S, D, MT) \
-    STREAM_A4(1, WPL, NAME, S, D, MT) STREAM_A4(2, WPL, NAME, S, D, MT) STREAM_A4(4, WPL, NAME, S, D, MT)
-#define STREAM_A4_ALL(WPL, D, MT) \
-    STREAM_A4_NT(WPL, f32, F32T, D, MT) STREAM_A4_NT(WPL, f16, F16T, D, MT) STREAM_A4_NT(WPL, bf16, BF16T, D, MT)
+#define STREAM_A4_NT(WPL, NAME, S, D, MT, NW, SUF)                                             \
+    STREAM_A4(1, WPL, NAME, S, D, MT, NW, SUF) STREAM_A4(2, WPL, NAME, S, D, MT, NW, SUF) \
+        STREAM_A4(4, WPL, NAME, S, D, MT, NW, SUF)
+#define STREAM_A4_ALL(WPL, D, MT, NW, SUF)                                                   \
+    STREAM_A4_NT(WPL, f32, F32T, D, MT, NW, SUF) STREAM_A4_NT(WPL, f16, F16T, D, MT, NW, SUF) \
+        STREAM_A4_NT(WPL, bf16, BF16T, D, MT, NW, SUF)
 // Shared memory per block: 8 or 16 warps × D stages × MT·(256·WPL + 128) bytes, within 48 KB of static shared memory.
-STREAM_A4_ALL(1, 4, 1)
-STREAM_A4_ALL(2, 4, 1)
-STREAM_A4_ALL(4, 4, 1)
-STREAM_A4_ALL(1, 8, 1)
-STREAM_A4_ALL(2, 8, 1)
-STREAM_A4_ALL(1, 4, 2)
-STREAM_A4_ALL(2, 4, 2)
+STREAM_A4_ALL(1, 4, 1, 0, )
+STREAM_A4_ALL(2, 4, 1, 0, )
+STREAM_A4_ALL(4, 4, 1, 0, )
+STREAM_A4_ALL(1, 8, 1, 0, )
+STREAM_A4_ALL(2, 8, 1, 0, )
+STREAM_A4_ALL(1, 4, 2, 0, )
+STREAM_A4_ALL(2, 4, 2, 0, )
+// The default layout of up to 8 rows for groups of 64 with 8 warps (every large matrix of the published shapes),
+// NW fixed: project.rs stream_fixed_warps names it.
+STREAM_A4_ALL(2, 4, 1, 8, _w8)

@@ -589,6 +589,9 @@ pub fn kernel_names() -> Vec<String> {
                     v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s8_m1"));
                     v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s4_m2"));
                 }
+                if g == 2 {
+                    v.push(format!("project_stream_a4_g2_{dt}_nt{nt}_s4_m1_w8"));
+                }
             }
         }
         for g in [1, 2] {

@@ -441,13 +441,15 @@ mod tests {
 
     #[test]
     fn the_padding_after_tile_major_arrays_covers_every_streamed_kernels_overrun() {
-        // Stream kernels are named …_s{stages}_m{tiles}; each warp runs stages − 1 copies ahead, 16 warps at most.
+        // Stream kernels are named …_s{stages}_m{tiles}[_w{warps}]; each warp runs stages − 1 copies ahead, 16
+        // warps at most.
         let stages: Vec<usize> = kernel_names()
             .iter()
             .filter(|n| n.starts_with("project_stream_"))
             .map(|n| {
-                let s = n.rsplit('_').nth(1).expect("an _s{stages} part");
-                s.trim_start_matches('s').parse().expect("stages")
+                n.split('_')
+                    .find_map(|p| p.strip_prefix('s').and_then(|s| s.parse().ok()))
+                    .expect("an _s{stages} part")
             })
             .collect();
         assert!(!stages.is_empty());

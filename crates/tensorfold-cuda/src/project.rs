@@ -334,8 +334,14 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
         _ => false,
     };
     let name = if streamed {
+        let fixed = match w {
+            CudaMatrix::Affine { group_size, .. } => {
+                stream_fixed_warps(*group_size, stages, tiles, warps)
+            }
+            _ => "",
+        };
         format!(
-            "{}_nt{nt}_s{stages}_m{tiles}",
+            "{}_nt{nt}_s{stages}_m{tiles}{fixed}",
             kernel.replace("project_mma", "project_stream")
         )
     } else {
@@ -348,6 +354,26 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
         row_blocks: blocks(rows, TILE_ROWS * nt),
         warps,
         streamed,
+    }
+}
+
+/// The name suffix of the weight-stream kernel built for exactly `warps` warps (project_stream.cu's `_w8`: groups of
+/// 64, 4 stages, one output tile a block, 8 warps: every large matrix of the published shapes in calls of up to 8
+/// rows), or "" for the kernel that reads its warps at run time. The same arithmetic either way (the self-test
+/// compares them bit for bit); `TENSORFOLD_CUDA_FIXED_WARPS=0` keeps the run-time kernel, for same-run comparisons.
+fn stream_fixed_warps(
+    group_size: usize,
+    stages: usize,
+    tiles: usize,
+    warps: usize,
+) -> &'static str {
+    static ON: OnceLock<bool> = OnceLock::new();
+    let on =
+        *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_FIXED_WARPS").map_or(true, |v| v != "0"));
+    if on && group_size == 64 && stages == 4 && tiles == 1 && warps == 8 {
+        "_w8"
+    } else {
+        ""
     }
 }
 

@@ -460,8 +460,25 @@ fn check_projections(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng:
                 // Enough groups per warp (8 to 32) that the weight stream's stages are reused many times.
                 let long = affine(rng, bits, gs, sd, 20, 8192);
                 check_projection(rep, cpu, gpu, rng, &name, long);
+                // 35 groups over 8 warps, 5 for the first three and 4 for the others: the weight stream runs its
+                // loop D stages a trip, then the groups left over.
+                let odd = affine(rng, bits, gs, sd, 20, 35 * gs);
+                check_projection(rep, cpu, gpu, rng, &name, odd);
             }
         }
+    }
+    // Groups of 64 with f16 and f32 scales over 8 warps (the kernels built for exactly 8 warps, whole and half
+    // tiles, are for groups of 64 only).
+    for sd in [DenseDType::F16, DenseDType::F32] {
+        let m = affine(rng, 4, 64, sd, 20, 35 * 64);
+        check_projection(
+            rep,
+            cpu,
+            gpu,
+            rng,
+            &format!("MLX 4-bit g64 {}", sd.name()),
+            m,
+        );
     }
     // A matrix of more than 1024 outputs (8 warps a block): the weight stream's layouts against the direct loads.
     let big = affine(rng, 4, 64, DenseDType::BF16, 1040, 2048);
