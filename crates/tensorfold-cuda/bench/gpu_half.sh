@@ -2,7 +2,8 @@
 # gpu_half.sh FINAL BUDGET_S NEW OLD: call 80, the weight stream's 1-tile loop unrolled with 8 warps fixed (`_w8`)
 # and half tiles for launches of up to 512 tiles (`_w8_h`), against main (OLD): every check and the tiny fixtures'
 # shas with NEW; 27B MLX4 quick benches alternating, NEW also without half tiles (TENSORFOLD_CUDA_HALF_TILES=0);
-# the decode profile each way; Nsight Compute on the 1-row down projection each way; 9B MLX4 quick benches.
+# the decode profile each way; Nsight Compute on the 1-row down projection each way; 9B MLX4 quick benches. Half
+# tiles left main after call 80: this script needs bench/logs/call80/half_tiles.patch applied.
 FINAL=${1:?out dir}; BUDGET=${2:-560}; NEW=${3:?binary}; OLD=${4:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
