@@ -9,9 +9,7 @@
 FINAL=${1:?out dir}; BUDGET=${2:-560}; NEW=${3:?binary}; OLD=${4:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
-first_check "$NEW"
-all_checks "$NEW"
-tiny_shas "$NEW"
+full_check "$NEW"
 step check-ops-regs 60 env TENSORFOLD_CUDA_REGS=1 "$NEW" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit
 grep -E "^backend-ops|cases,|^FAIL" "$OUT/check-ops-regs.log" | sed "s/^/regs /"
 step synth-27b-mlx4 60 "$NEW" synth --shape 27b --format mlx4 --out /dev/shm/s27m4
@@ -21,11 +19,8 @@ for r in 1 2; do
   quick q-runtime-$r /dev/shm/s27m4 "$NEW" TENSORFOLD_CUDA_FIXED_WARPS=0
   quick q-regs-$r /dev/shm/s27m4 "$NEW" TENSORFOLD_CUDA_REGS=1
 done
-for v in 0 1; do
-  step prof-regs$v 40 env TENSORFOLD_CUDA_REGS=$v TENSORFOLD_CUDA_PROFILE=1 "$NEW" bench --device cuda \
-    --model /dev/shm/s27m4 --decode-tokens 16 --repeat 1 --quick --prefill-lens 2048
-  sed -n '/profile of 8 decode rounds/,/^launches/p' "$OUT/prof-regs$v.log" | head -10 | sed "s/^/prof-regs$v /"
-done
+profile_decode prof-regs0 /dev/shm/s27m4 "$NEW" TENSORFOLD_CUDA_REGS=0
+profile_decode prof-regs1 /dev/shm/s27m4 "$NEW" TENSORFOLD_CUDA_REGS=1
 rm -rf /dev/shm/s27m4
 step synth-9b-mlx4 40 "$NEW" synth --shape 9b --format mlx4 --out /dev/shm/s9m4
 for r in 1 2; do

@@ -7,30 +7,19 @@
 FINAL=${1:?out dir}; BUDGET=${2:-560}; NEW=${3:?binary}; OLD=${4:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
-first_check "$NEW"
-all_checks "$NEW"
-tiny_shas "$NEW"
+full_check "$NEW"
 step synth-27b-mlx4 60 "$NEW" synth --shape 27b --format mlx4 --out /dev/shm/s27m4
 quick q-old-1 /dev/shm/s27m4 "$OLD"
 quick q-new-1 /dev/shm/s27m4 "$NEW"
 quick q-old-2 /dev/shm/s27m4 "$OLD"
 quick q-new-2 /dev/shm/s27m4 "$NEW"
 quick q-runtime-warps /dev/shm/s27m4 "$NEW" TENSORFOLD_CUDA_FIXED_WARPS=0
-for v in old new; do
-  b=$([ $v = old ] && echo "$OLD" || echo "$NEW")
-  step prof-$v 40 env TENSORFOLD_CUDA_PROFILE=1 "$b" bench --device cuda --model /dev/shm/s27m4 --decode-tokens 16 \
-    --repeat 1 --quick --prefill-lens 2048
-  sed -n '/profile of 8 decode rounds/,/^launches/p' "$OUT/prof-$v.log" | head -14 | sed "s/^/prof-$v /"
-done
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1)
-for v in old new; do
-  b=$([ $v = old ] && echo "$OLD" || echo "$NEW")
-  k=project_stream_a4_g2_bf16_nt1_s4_m1$([ $v = new ] && echo _w8)
-  step ncu-$v 60 "$NCU" --kernel-name $k --launch-skip 40 --launch-count 1 \
-    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
-    "$b" bench --device cuda --model /dev/shm/s27m4 --decode-tokens 8 --repeat 1 --quick --prefill-lens 64
-  grep -E "Duration|Throughput|Issue|Eligible|Active Warps|Registers|Warp Cycles|Block Limit|Stall|stall|Grid Size|Block Size" "$OUT/ncu-$v.log" | head -40 | sed "s/^/ncu-$v /"
-done
+profile_decode prof-old /dev/shm/s27m4 "$OLD"
+profile_decode prof-new /dev/shm/s27m4 "$NEW"
+ncu_launches ncu-old project_stream_a4_g2_bf16_nt1_s4_m1 40 1 "$OLD" /dev/shm/s27m4 SpeedOfLight WarpStateStats \
+  SchedulerStats Occupancy
+ncu_launches ncu-new project_stream_a4_g2_bf16_nt1_s4_m1_w8 40 1 "$NEW" /dev/shm/s27m4 SpeedOfLight WarpStateStats \
+  SchedulerStats Occupancy
 rm -rf /dev/shm/s27m4
 step synth-9b-mlx4 40 "$NEW" synth --shape 9b --format mlx4 --out /dev/shm/s9m4
 quick n-old /dev/shm/s9m4 "$OLD"

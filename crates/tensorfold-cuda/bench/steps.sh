@@ -58,3 +58,43 @@ finish() {
   echo "total $(( $(date +%s) - T0 ))s"
   for f in "$OUT"/*.log; do echo "===== $(basename $f)"; cat "$f"; done > "$1/all.log"
 }
+
+# `full_check BIN`: first_check, all_checks and tiny_shas, the checks every kernel change runs before timing.
+full_check() {
+  first_check "$1"
+  all_checks "$1"
+  tiny_shas "$1"
+}
+
+# `alternate PREFIX MODEL ROUNDS OLD NEW`: quick benches of OLD and NEW in turn, ROUNDS times, logged as
+# PREFIX-old-R and PREFIX-new-R.
+alternate() {
+  local p=$1 model=$2 rounds=$3 old=$4 new=$5
+  for r in $(seq 1 "$rounds"); do
+    quick "$p-old-$r" "$model" "$old"
+    quick "$p-new-$r" "$model" "$new"
+  done
+}
+
+# `profile_decode NAME MODEL BIN [ENV...]`: the event profile of 8 decode rounds (TENSORFOLD_CUDA_PROFILE=1) under
+# ENV, logged as NAME; prints its first kernels.
+profile_decode() {
+  local name=$1 model=$2 bin=$3; shift 3
+  step "$name" 40 env "$@" TENSORFOLD_CUDA_PROFILE=1 "$bin" bench --device cuda --model "$model" --decode-tokens 16 \
+    --repeat 1 --quick --prefill-lens 2048
+  sed -n '/profile of 8 decode rounds/,/^launches/p' "$OUT/$name.log" | head -14 | sed "s/^/$name /"
+}
+
+# `ncu_launches NAME KERNEL SKIP COUNT BIN MODEL SECTIONS...`: Nsight Compute on COUNT launches of KERNEL after SKIP,
+# in a short decode bench of MODEL, with those report sections (`--section` each); logged as NAME; prints its main
+# figures (a launch is told apart by its grid size).
+ncu_launches() {
+  local name=$1 kernel=$2 skip=$3 count=$4 bin=$5 model=$6; shift 6
+  local ncu sections=()
+  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1)
+  for s in "$@"; do sections+=(--section "$s"); done
+  step "$name" 60 "$ncu" --kernel-name "$kernel" --launch-skip "$skip" --launch-count "$count" "${sections[@]}" \
+    "$bin" bench --device cuda --model "$model" --decode-tokens 8 --repeat 1 --quick --prefill-lens 64
+  grep -E "Duration|Throughput|Issue|Eligible|Active Warps|Registers|Warp Cycles|Block Limit|Stall|stall|Grid Size|Block Size" \
+    "$OUT/$name.log" | head -40 | sed "s/^/$name /"
+}
