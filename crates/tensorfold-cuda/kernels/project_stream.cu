@@ -292,7 +292,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     // Otherwise one group a trip, the stages worked out at run time: unrolled, the 27B's 16-row rounds (two tiles
     // a block) took 15.0 ms against 14.3, and its 1-row rounds with the warps read at run time 7.24 ms against
     // 6.81 (call 79).
-    if (NW != 0 && MT == 1) {
+    if constexpr (NW != 0 && MT == 1) {
         int i = 0;
         for (; i + D <= n; i += D) {
 #pragma unroll
@@ -328,12 +328,11 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         entry_after_weights();                                                                                   \
         const int j = job_of(start1, start2, start3);                                                            \
         project_stream_a4<NT, WPL, S, D, MT, NW>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl,  \
-                                                 xs,                                                             \
-                                             job_pick(j, codes0, codes1, codes2, codes3),                        \
-                                             job_pick(j, scales0, scales1, scales2, scales3),                    \
-                                             job_pick(j, biases0, biases1, biases2, biases3),                    \
-                                             job_pick(j, y0, y1, y2, y3), rows,                                  \
-                                             job_pick(j, out0, out1, out2, out3), cols, early);                  \
+                                                 xs, job_pick(j, codes0, codes1, codes2, codes3),                \
+                                                 job_pick(j, scales0, scales1, scales2, scales3),                \
+                                                 job_pick(j, biases0, biases1, biases2, biases3),                \
+                                                 job_pick(j, y0, y1, y2, y3), rows,                              \
+                                                 job_pick(j, out0, out1, out2, out3), cols, early);              \
     }
 #define STREAM_A4_NT(WPL, NAME, S, D, MT, NW, SUF)                                             \
     STREAM_A4(1, WPL, NAME, S, D, MT, NW, SUF) STREAM_A4(2, WPL, NAME, S, D, MT, NW, SUF) \

@@ -469,8 +469,8 @@ fn check_projections(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng:
             }
         }
     }
-    // Groups of 64 with f16 and f32 scales over 8 warps (the kernels built for exactly 8 warps, whole and half
-    // tiles, are for groups of 64 only).
+    // Groups of 64 with f16 and f32 scales over 8 warps (the kernels built for exactly 8 warps, project_stream.cu's
+    // `_w8`, are for groups of 64 only).
     for sd in [DenseDType::F16, DenseDType::F32] {
         let m = affine(rng, 4, 64, sd, 20, 35 * 64);
         check_projection(
