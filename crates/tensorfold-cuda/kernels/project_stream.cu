@@ -109,7 +109,7 @@ __host__ __device__ constexpr int stream_threads() {
 // 7.01 ms against 7.29); at 4 tiles, none (told 1 block, the 16-row kernel took 96 registers instead of 80, 2
 // blocks an SM instead of 3, and 16-row rounds ran 18.7 ms against 15.8); at 8 (the largest rounds'), 2 (left
 // alone, 134 registers, 1 block). Groups of 128 keep ptxas's choice (not measured). The kernels of NW fixed warps
-// ask for 64 registers (4 blocks of 8 warps): their unrolled loop took 116 when told 1 block.
+// ask for TF_W8_BLOCKS blocks of 8 warps (below): their unrolled loop took 116 registers when told 1 block.
 template <int WPL, int NT, int MT>
 __host__ __device__ constexpr int stream_min_blocks() {
     return NT * MT >= 8 ? 2 : NT * MT <= 2 && WPL <= 2 ? 1 : 0;
@@ -313,6 +313,16 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     }
 }
 
+// Blocks an SM the fixed-warp kernels of one row tile ask for: 5, which ptxas meets with 48 registers and no spill
+// (their loop does not need 64). Call 86, three alternating runs each: 27B MLX4 decode 150.8, 149.2, 150.7 tok/s
+// against 146.3, 145.6, 146.5 with 4 blocks (64 registers), and 149.0, 148.7, 148.4 with 6 (40 registers); Nsight:
+// the gate/up launch gains most (46.0 → 44.2 µs), the 320-block down projection loses a little (27.3 → 28.2).
+// Those of 2 row tiles keep 4 (at 48 registers they spill). -DTF_W8_BLOCKS=n (TENSORFOLD_CUDA_DEFINES) rebuilds
+// them for n, for same-run comparisons; the bits never depend on it.
+#ifndef TF_W8_BLOCKS
+#define TF_W8_BLOCKS 5
+#endif
+
 // Each kernel projects x by up to four matrices of one kernel family and column count that share it (qkv, z, b
 // and a; q, k and v; gate and up): tiles from start1 on (tile_block) belong to the second matrix, from start2 to
 // the third, from start3 to the fourth (INT_MAX: no such matrix), each with the tiles it has alone, so each output
@@ -321,7 +331,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 #define STREAM_A4(NT, WPL, NAME, S, D, MT, NW, SUF)                                                              \
     extern "C" __global__ void __launch_bounds__(                                                               \
         stream_threads<WPL, D, MT, NW>(),                                                                       \
-        NW ? 65536 / (64 * 32 * NW) : stream_min_blocks<WPL, NT, MT>())                                          \
+        NW ? (NT == 1 ? TF_W8_BLOCKS : 4) : stream_min_blocks<WPL, NT, MT>())                                          \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT##SUF(                                           \
             const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2), \
             int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early) {                               \
