@@ -1,5 +1,5 @@
 #!/bin/bash
-# gpu_w8b5.sh FINAL BUDGET_S BIN: call 87, the final binary (1-row `_w8` kernels built for 5 blocks an SM) against
+# gpu_w8b5.sh FINAL BUDGET_S BIN: (not run yet: the session that wrote it had no device time left) the final binary (1-row `_w8` kernels built for 5 blocks an SM) against
 # the same kernels built for 4 (-DTF_W8_BLOCKS=4, main's) and 6: 27B MLX4 and 9B MLX4 quick benches alternating,
 # then backend-ops, every fixture's suite and the tiny shas with the default build while the budget lasts.
 FINAL=${1:?out dir}; BUDGET=${2:-250}; BIN=${3:?binary}
