@@ -317,8 +317,9 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 // (their loop does not need 64). Call 86, three alternating runs each: 27B MLX4 decode 150.8, 149.2, 150.7 tok/s
 // against 146.3, 145.6, 146.5 with 4 blocks (64 registers), and 149.0, 148.7, 148.4 with 6 (40 registers); Nsight:
 // the gate/up launch gains most (46.0 → 44.2 µs), the 320-block down projection loses a little (27.3 → 28.2).
-// Those of 2 row tiles keep 4 (at 48 registers they spill). -DTF_W8_BLOCKS=n (TENSORFOLD_CUDA_DEFINES) rebuilds
-// them for n, for same-run comparisons; the bits never depend on it.
+// Those of 2 row tiles keep 64 registers, 4 blocks of 8 warps (at 48 they spill). -DTF_W8_BLOCKS=n
+// (TENSORFOLD_CUDA_DEFINES) rebuilds the one-tile kernels for n, for same-run comparisons; the bits never depend on
+// it.
 #ifndef TF_W8_BLOCKS
 #define TF_W8_BLOCKS 5
 #endif
@@ -331,7 +332,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 #define STREAM_A4(NT, WPL, NAME, S, D, MT, NW, SUF)                                                              \
     extern "C" __global__ void __launch_bounds__(                                                               \
         stream_threads<WPL, D, MT, NW>(),                                                                       \
-        NW ? (NT == 1 ? TF_W8_BLOCKS : 4) : stream_min_blocks<WPL, NT, MT>())                                          \
+        NW ? (NT == 1 ? TF_W8_BLOCKS : 65536 / (64 * 32 * NW)) : stream_min_blocks<WPL, NT, MT>())              \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT##SUF(                                           \
             const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2), \
             int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early) {                               \
