@@ -2,7 +2,8 @@
 // ancestors + the row) and SiLU. dn_recur_v*: per (slot, value head, part of the head's rows) block, the fp32
 // delta rule stepped row by row from each row's parent state (restored from a snapshot or the round's start when
 // the row branches), with the q/k L2 norms and gates fused; the state lives in registers, one warp per value-dim
-// row. dn_norm: the gated RMSNorm of each (row, head) output.
+// row; dn_recur_ring_v*, the same for chains with the rows' inputs staged and normalised once a block. dn_norm: the
+// gated RMSNorm of each (row, head) output.
 // A row's arithmetic is the same whether it is stepped in place, after a restore, or in a replay.
 
 #define DN_WARPS 8
@@ -91,6 +92,66 @@ struct DnInputs {
     }
 };
 
+// A row's q or k L2-normalised, times `scale` for q (key dims lane + 32·kk; the whole warp calls it). Every
+// path normalises with these functions, so a row's q and k have the same bits wherever they are computed.
+__device__ __forceinline__ void dn_normalise(float (&v)[KMAX], bool is_q, float q_scale) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KMAX; ++kk) ss = fmaf(v[kk], v[kk], ss);
+    const float inv = 1.0f / sqrtf(warp_sum(ss) + 1e-6f);
+#pragma unroll
+    for (int kk = 0; kk < KMAX; ++kk) v[kk] = is_q ? (v[kk] * inv) * q_scale : v[kk] * inv;
+}
+__device__ __forceinline__ float dn_beta(float b) { return sigmoid_f(b); }
+__device__ __forceinline__ float dn_decay(float a_dt, float neg_a) { return expf(neg_a * softplus_f(a_dt)); }
+
+// One entry's update of the block's state rows S from the row's normalised q and k, its values v (of the block's
+// rows), beta and decay: per row decay, delta rule and output (written to orow[j] when write_out).
+template <int VM>
+__device__ __forceinline__ void dn_update(float (&S)[VM][KMAX], const float (&qv)[KMAX], const float (&kv)[KMAX],
+                                          const float (&v)[VM], float beta, float decay, float* __restrict__ orow,
+                                          int j0, int Dv, int write_out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int m = 0; m < VM; ++m) {
+        const int j = j0 + warp + DN_WARPS * m;
+        if (j < Dv) {
+            float p = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KMAX; ++kk) {
+                S[m][kk] *= decay;
+                p = fmaf(S[m][kk], kv[kk], p);
+            }
+            const float delta = beta * (v[m] - warp_sum(p));
+            float o = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KMAX; ++kk) {
+                S[m][kk] = fmaf(delta, kv[kk], S[m][kk]);
+                o = fmaf(S[m][kk], qv[kk], o);
+            }
+            o = warp_sum(o);
+            if (write_out && lane == 0) orow[j] = o;
+        }
+    }
+}
+
+// One entry's whole step in one warp, from the row's raw q and k, values, beta input b and decay input a_dt
+// (a + dt_bias).
+template <int VM>
+__device__ __forceinline__ void dn_step(float (&S)[VM][KMAX], const float (&q)[KMAX], const float (&k)[KMAX],
+                                        const float (&v)[VM], float b, float a_dt, float q_scale, float neg_a,
+                                        float* __restrict__ orow, int j0, int Dv, int write_out) {
+    float qv[KMAX], kv[KMAX];
+#pragma unroll
+    for (int kk = 0; kk < KMAX; ++kk) {
+        qv[kk] = q[kk];
+        kv[kk] = k[kk];
+    }
+    dn_normalise(qv, true, q_scale);
+    dn_normalise(kv, false, q_scale);
+    dn_update<VM>(S, qv, kv, v, dn_beta(b), dn_decay(a_dt, neg_a), orow, j0, Dv, write_out);
+}
+
 // Entries `list[3e..]` = (round row, restore, save) for e in slot_off[s]..slot_off[s+1]: restore −1 = go on
 // from the current state, −2 = the round's start state, k ≥ 0 = snapshot k; save k ≥ 0 = store the state after
 // the row as snapshot k. x: dn_conv output [R, 2·Hk·Dk + Hv·Dv]; bg, ag: [R, Hv]; out: [R, Hv·Dv], each row's
@@ -129,46 +190,8 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
         const int i = cur.i, restore = cur.restore, save = cur.save;
         if (restore == -2) dn_load<VM>(S, reinterpret_cast<const float*>(starts[s]) + h * hs, j0, Dk, Dv);
         else if (restore >= 0) dn_load<VM>(S, snaps + ((size_t)restore * Hv + h) * hs, j0, Dk, Dv);
-        float qv[KMAX], kv[KMAX];
-        float qss = 0.0f, kss = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < KMAX; ++kk) {
-            qv[kk] = cur.q[kk];
-            kv[kk] = cur.k[kk];
-            qss = fmaf(qv[kk], qv[kk], qss);
-            kss = fmaf(kv[kk], kv[kk], kss);
-        }
-        const float qinv = 1.0f / sqrtf(warp_sum(qss) + 1e-6f);
-        const float kinv = 1.0f / sqrtf(warp_sum(kss) + 1e-6f);
-#pragma unroll
-        for (int kk = 0; kk < KMAX; ++kk) {
-            qv[kk] = (qv[kk] * qinv) * q_scale;
-            kv[kk] = kv[kk] * kinv;
-        }
-        const float beta = sigmoid_f(cur.b);
-        const float decay = expf(neg_a * softplus_f(cur.a + dt_bias[h]));
         float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
-#pragma unroll
-        for (int m = 0; m < VM; ++m) {
-            const int j = j0 + warp + DN_WARPS * m;
-            if (j < Dv) {
-                float p = 0.0f;
-#pragma unroll
-                for (int kk = 0; kk < KMAX; ++kk) {
-                    S[m][kk] *= decay;
-                    p = fmaf(S[m][kk], kv[kk], p);
-                }
-                const float delta = beta * (cur.v[m] - warp_sum(p));
-                float o = 0.0f;
-#pragma unroll
-                for (int kk = 0; kk < KMAX; ++kk) {
-                    S[m][kk] = fmaf(delta, kv[kk], S[m][kk]);
-                    o = fmaf(S[m][kk], qv[kk], o);
-                }
-                o = warp_sum(o);
-                if (write_out && lane == 0) orow[j] = o;
-            }
-        }
+        dn_step<VM>(S, cur.q, cur.k, cur.v, cur.b, cur.a + dt_bias[h], q_scale, neg_a, orow, j0, Dv, write_out);
         if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
         cur = nxt;
     }
@@ -187,6 +210,156 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
 DN_RECUR(1)
 DN_RECUR(2)
 DN_RECUR(16)
+
+// dn_recur_ring: dn_recur_rows for chains (prompt chunks, drafted rounds). Each entry's inputs are copied into a
+// shared-memory ring DN_AHEAD − 1 entries ahead (cp.async; the list triple one entry before that), and one block's
+// warps 0–3 normalise q and k and make the gates once per entry, one entry ahead of the step (dn_prepare), where
+// dn_recur_rows has each of a head's 64 warps do it. A step of dn_recur_rows is bound by issuing instructions, not
+// by its loads: staging alone changed nothing, preparing once made a 64-row chain's launch 22% shorter (calls 94,
+// 96, BENCHMARKS.md §7). The values and the functions that step them are dn_recur_rows', so the bits are too.
+#define DN_AHEAD 6
+
+// A ring slot's floats: q and k (32·KMAX each), the block's value rows, b, a, the row, restore and save (ints),
+// then what dn_prepare makes of them: the normalised q and k, beta and decay.
+template <int VM>
+struct DnSlot {
+    static constexpr int K = 32 * KMAX, V = 2 * 32 * KMAX, B = V + DN_WARPS * VM, A = B + 1, I = A + 1;
+    static constexpr int QN = (I + 3 + 3) & ~3, KN = QN + 32 * KMAX, BETA = KN + 32 * KMAX, DECAY = BETA + 1;
+    static constexpr int FLOATS = (DECAY + 1 + 3) & ~3;  // 16-byte aligned
+};
+
+// Makes a landed slot's normalised q and k (warps 0 and 1), beta (warp 2) and decay (warp 3) once for the whole
+// block, where dn_recur_rows has every warp compute them (call 95: that kernel issued an instruction in 64% of the
+// scheduler cycles, the same norms and gates in each of a head's 64 warps).
+template <int VM>
+__device__ __forceinline__ void dn_prepare(float* in, float q_scale, float neg_a, float dtb) {
+    typedef DnSlot<VM> Sl;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (warp < 2) {
+        float v[KMAX];
+#pragma unroll
+        for (int kk = 0; kk < KMAX; ++kk) v[kk] = in[warp * Sl::K + lane + 32 * kk];
+        dn_normalise(v, warp == 0, q_scale);
+#pragma unroll
+        for (int kk = 0; kk < KMAX; ++kk) in[(warp == 0 ? Sl::QN : Sl::KN) + lane + 32 * kk] = v[kk];
+    } else if (warp == 2 && lane == 0) {
+        in[Sl::BETA] = dn_beta(in[Sl::B]);
+    } else if (warp == 3 && lane == 0) {
+        in[Sl::DECAY] = dn_decay(in[Sl::A] + dtb, neg_a);
+    }
+}
+
+// Entry e's list triple (row, restore, save).
+struct DnEntry {
+    int i, restore, save;
+};
+__device__ __forceinline__ DnEntry dn_entry(const int* __restrict__ list, int e) {
+    return DnEntry{list[3 * e], list[3 * e + 1], list[3 * e + 2]};
+}
+
+// Copies entry n's inputs into ring slot `slot` (DnSlot's layout): thread t takes q (t < 32·KMAX) or k dim
+// t % (32·KMAX), then value row t, b and a; zeros past Dk and Dv, as DnInputs loads them.
+template <int VM>
+__device__ __forceinline__ void dn_issue(float* slot, DnEntry n, const float* __restrict__ x,
+                                         const float* __restrict__ bg, const float* __restrict__ ag, int kh, int h,
+                                         int j0, int KT, int C, int Hv, int Dk, int Dv) {
+    typedef DnSlot<VM> Sl;
+    static_assert(DN_WARPS * 32 == 2 * 32 * KMAX && DN_WARPS * VM + 3 <= DN_WARPS * 32, "dn_issue's thread split");
+    const int t = threadIdx.x;
+    const float* xr = x + (size_t)n.i * C;
+    const SmemAddr dst = smem_addr(reinterpret_cast<unsigned char*>(slot));
+    const int d = t % (32 * KMAX), half = t / (32 * KMAX);  // half 0: q, 1: k
+    cp_async4(dst + 4 * (half * Sl::K + d), xr + half * KT + kh * Dk + (d < Dk ? d : 0), d < Dk);
+    if (t < DN_WARPS * VM) {
+        const bool ok = j0 + t < Dv;
+        cp_async4(dst + 4 * (Sl::V + t), xr + 2 * KT + h * Dv + (ok ? j0 + t : 0), ok);
+    } else if (t == DN_WARPS * VM) {
+        cp_async4(dst + 4 * Sl::B, bg + (size_t)n.i * Hv + h, true);
+    } else if (t == DN_WARPS * VM + 1) {
+        cp_async4(dst + 4 * Sl::A, ag + (size_t)n.i * Hv + h, true);
+    } else if (t == DN_WARPS * VM + 2) {
+        int* si = reinterpret_cast<int*>(slot) + Sl::I;
+        si[0] = n.i;
+        si[1] = n.restore;
+        si[2] = n.save;
+    }
+}
+
+template <int VM>
+__device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const float* __restrict__ bg,
+                                              const float* __restrict__ ag, float* __restrict__ out,
+                                              const float* __restrict__ a_log, const float* __restrict__ dt_bias,
+                                              const u64* __restrict__ states, const u64* __restrict__ starts,
+                                              float* __restrict__ snaps, const int* __restrict__ list,
+                                              const int* __restrict__ slot_off, int Hk, int Hv, int Dk, int Dv,
+                                              int write_out) {
+    typedef DnSlot<VM> Sl;
+    __shared__ __align__(16) float ring[DN_AHEAD][Sl::FLOATS];
+    const int parts = (Dv + DN_WARPS * VM - 1) / (DN_WARPS * VM);
+    const int h = blockIdx.x / parts, j0 = (blockIdx.x % parts) * DN_WARPS * VM, s = blockIdx.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int kh = h / (Hv / Hk), KT = Hk * Dk, C = 2 * KT + Hv * Dv;
+    const size_t hs = (size_t)Dv * Dk;
+    float* st = reinterpret_cast<float*>(states[s]) + h * hs;
+    float S[VM][KMAX];
+    dn_load<VM>(S, st, j0, Dk, Dv);
+    const float q_scale = 1.0f / sqrtf((float)Dk);
+    const float neg_a = -expf(a_log[h]);
+    const float dtb = dt_bias[h];
+    const int e0 = slot_off[s], e_end = slot_off[s + 1];
+    for (int f = 0; f < DN_AHEAD - 1; ++f) {
+        if (e0 + f < e_end) dn_issue<VM>(ring[f], dn_entry(list, e0 + f), x, bg, ag, kh, h, j0, KT, C, Hv, Dk, Dv);
+        cp_async_commit();
+    }
+    DnEntry next = {0, 0, 0};
+    if (e0 + DN_AHEAD - 1 < e_end) next = dn_entry(list, e0 + DN_AHEAD - 1);
+    // Entry e0 prepared before the loop; then each iteration prepares entry e + 1 while the block steps entry e.
+    cp_async_wait<DN_AHEAD - 2>();
+    __syncthreads();
+    if (e0 < e_end) dn_prepare<VM>(ring[0], q_scale, neg_a, dtb);
+    for (int e = e0; e < e_end; ++e) {
+        cp_async_wait<DN_AHEAD - 3>();  // entries e and e + 1 have landed for this thread ...
+        __syncthreads();  // ... and for all; entry e is prepared; every warp is done with entry e − 1's slot
+        const int f = e + DN_AHEAD - 1;
+        if (f < e_end) {
+            dn_issue<VM>(ring[(f - e0) % DN_AHEAD], next, x, bg, ag, kh, h, j0, KT, C, Hv, Dk, Dv);
+            if (f + 1 < e_end) next = dn_entry(list, f + 1);
+        }
+        cp_async_commit();
+        if (e + 1 < e_end) dn_prepare<VM>(ring[(e + 1 - e0) % DN_AHEAD], q_scale, neg_a, dtb);
+        const float* in = ring[(e - e0) % DN_AHEAD];
+        const int* ini = reinterpret_cast<const int*>(in) + Sl::I;
+        const int i = ini[0], restore = ini[1], save = ini[2];
+        if (restore == -2) dn_load<VM>(S, reinterpret_cast<const float*>(starts[s]) + h * hs, j0, Dk, Dv);
+        else if (restore >= 0) dn_load<VM>(S, snaps + ((size_t)restore * Hv + h) * hs, j0, Dk, Dv);
+        float qv[KMAX], kv[KMAX], v[VM];
+#pragma unroll
+        for (int kk = 0; kk < KMAX; ++kk) {
+            qv[kk] = in[Sl::QN + lane + 32 * kk];
+            kv[kk] = in[Sl::KN + lane + 32 * kk];
+        }
+#pragma unroll
+        for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
+        float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
+        dn_update<VM>(S, qv, kv, v, in[Sl::BETA], in[Sl::DECAY], orow, j0, Dv, write_out);
+        if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
+    }
+    cp_async_wait<0>();
+    dn_store<VM>(S, st, j0, Dk, Dv);
+}
+
+#define DN_RECUR_RING(VM)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(DN_WARPS * 32) dn_recur_ring_v##VM(                            \
+        const float* x, const float* bg, const float* ag, float* out, const float* a_log, const float* dt_bias, \
+        const u64* states, const u64* starts, float* snaps, const int* list, const int* slot_off, int Hk,       \
+        int Hv, int Dk, int Dv, int write_out) {                                                                \
+        kernel_entry();                                                                                         \
+        dn_recur_ring<VM>(x, bg, ag, out, a_log, dt_bias, states, starts, snaps, list, slot_off, Hk, Hv, Dk,    \
+                          Dv, write_out);                                                                       \
+    }
+DN_RECUR_RING(1)
+DN_RECUR_RING(2)
+DN_RECUR_RING(16)
 
 // The gated RMSNorm of one (row, value head) of dn_recur's output, in place: o·rsqrt(mean o² + eps)·w·silu(z),
 // with the same per-thread sums and block_sum as a whole-head block would take (DN_WARPS warps, j = tid, tid +

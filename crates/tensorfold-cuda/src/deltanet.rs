@@ -151,7 +151,7 @@ impl CudaLinear {
                 (0, 0),
                 (base, base + 8, 0),
                 (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
-                1,
+                (1, path.len()),
                 None,
                 recur_rows_per_warp(s.value_dim),
             );
@@ -188,8 +188,19 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
     let split = *SPLIT
         .get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_SPLIT").map_or(true, |v| v != "0"))
         && !WHOLE_HEADS.load(Ordering::Relaxed);
+    // TENSORFOLD_CUDA_DN_VM = 1, 2 or 16 picks the rows per warp (same-run comparisons; 1 gives a 128-row head 16
+    // blocks).
+    static VM: OnceLock<Option<usize>> = OnceLock::new();
+    let forced = *VM.get_or_init(|| {
+        std::env::var("TENSORFOLD_CUDA_DN_VM")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|v| matches!(v, 1 | 2 | 16))
+    });
     // At most 8 blocks per head: 1 row per warp up to 64 rows, 2 up to 128 (MAX_VALUE_DIM).
-    if !split {
+    if let Some(vm) = forced.filter(|_| split) {
+        vm
+    } else if !split {
         16
     } else if value_dim <= 64 {
         1
@@ -198,12 +209,24 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
     }
 }
 
+/// Whether dn_recur may stage each row's inputs in shared memory ahead of its step and normalise them once a block
+/// (`dn_recur_ring_v*`; on unless `TENSORFOLD_CUDA_DN_RING=0`, for same-run comparisons). Both kernels step with the
+/// same values through the same functions (deltanet.cu dn_normalise, dn_update), so the bits are the same.
+fn recur_ring() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_RING").map_or(true, |v| v != "0"))
+        && !REGISTER_INPUTS.load(Ordering::Relaxed)
+}
+
+/// Set by the backend-ops test to run dn_recur with its inputs in registers beside the staged one.
+pub(crate) static REGISTER_INPUTS: AtomicBool = AtomicBool::new(false);
+
 /// Set by the backend-ops test to run the whole-head layout beside the split one in one process.
 pub(crate) static WHOLE_HEADS: AtomicBool = AtomicBool::new(false);
 
-/// Launches dn_recur over `slots` × value heads × parts blocks: (z, out), (states, starts, snaps), (list,
-/// slot_off); then, when `write_out`, dn_norm over `rows` rows (their gated norm, in place in out, and its
-/// tensor-core form into `prep`).
+/// Launches dn_recur over `slots` × value heads × parts blocks (`slots_entries`: slots, and list entries in all):
+/// (z, out), (states, starts, snaps), (list, slot_off); then, when `write_out`, dn_norm over `rows` rows (their
+/// gated norm, in place in out, and its tensor-core form into `prep`).
 #[allow(clippy::too_many_arguments)]
 fn recur(
     dev: &Dev,
@@ -213,13 +236,16 @@ fn recur(
     z_out: (u64, u64),
     st: (u64, u64, u64),
     list: (u64, u64),
-    slots: usize,
+    slots_entries: (usize, usize),
     write_out: Option<(usize, Option<&Prepared>)>,
     vm: usize,
 ) {
+    let (slots, entries) = slots_entries;
+    // Staging rows ahead pays off only along a chain: a round of one row a slot (decode) keeps the plain kernel.
+    let ring = recur_ring() && entries > slots;
     let parts = s.value_dim.div_ceil(DN_THREADS as usize / 32 * vm);
     dev.launch(
-        &format!("dn_recur_v{vm}"),
+        &format!("dn_recur_{}v{vm}", if ring { "ring_" } else { "" }),
         ((s.value_heads * parts) as u32, slots as u32, 1),
         DN_THREADS,
         &[
@@ -405,7 +431,7 @@ pub(crate) fn gated_deltanet(
         (dev.ptr(&z.buf), dev.ptr(&out.buf)),
         (base, base + 8 * active.len() as u64, dev.ptr(&snap_buf)),
         (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
-        active.len(),
+        (active.len(), r),
         Some((r, prep.as_ref())),
         recur_rows_per_warp(s.value_dim),
     );

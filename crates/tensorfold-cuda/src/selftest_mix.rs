@@ -482,7 +482,8 @@ pub(super) fn check_attention(
     }
 }
 
-/// DeltaNet rounds against the CPU twin (three head shapes), and split heads == whole heads.
+/// DeltaNet rounds against the CPU twin (three head shapes), split heads == whole heads, and inputs staged ahead ==
+/// inputs in registers.
 pub(super) fn check_deltanet(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut Rng) {
     let lin_specs = [
         (
@@ -539,6 +540,16 @@ pub(super) fn check_deltanet(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBacke
             &format!("{name}: split heads == whole heads"),
             &split,
             &whole,
+        );
+        // Each row's inputs staged in shared memory ahead (the default) == loaded one row ahead in registers.
+        crate::deltanet::REGISTER_INPUTS.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (in_registers, _) = scenario(&g);
+        crate::deltanet::REGISTER_INPUTS.store(false, std::sync::atomic::Ordering::Relaxed);
+        same_run(
+            rep,
+            &format!("{name}: inputs staged ahead == inputs in registers"),
+            &split,
+            &in_registers,
         );
     }
 }
