@@ -5,7 +5,15 @@
 use super::{act, rel_err, Report, Rng};
 use crate::CudaBackend;
 use tensorfold_backend::cpu::CpuBackend;
-use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
+use tensorfold_backend::{AttnParams, AttnSpec, Backend, RowRef};
+
+#[path = "selftest_mix_linear.rs"]
+mod linear;
+pub(super) use linear::check_deltanet;
+#[cfg(test)]
+use linear::{cpu_lin_state, lin_params, Lin};
+#[cfg(test)]
+use tensorfold_backend::LinearSpec;
 
 /// A round row: slot, position, parent (round index) and a token that, with slot and position, fixes its inputs.
 #[derive(Clone, Copy)]
@@ -90,48 +98,6 @@ impl<B: Backend<KvSnapshot = (Vec<f32>, Vec<f32>)>> Mix for Attn<B> {
     }
     fn out_cols(&self) -> usize {
         self.p.spec.heads * self.p.spec.head_dim
-    }
-}
-
-struct Lin<B: Backend> {
-    be: B,
-    p: LinearParams<B>,
-    snap: fn(&B, &B::LinearState) -> Vec<f32>,
-}
-
-impl<B: Backend> Mix for Lin<B> {
-    type St = B::LinearState;
-    fn fresh(&self) -> B::LinearState {
-        self.be.new_linear_state(&self.p.spec)
-    }
-    fn round(&self, rows: &[Row], sts: &mut [&mut B::LinearState]) -> Vec<f32> {
-        let s = self.p.spec;
-        let (n, c, vt, hv) = (
-            rows.len(),
-            s.conv_channels(),
-            s.value_heads * s.value_dim,
-            s.value_heads,
-        );
-        let be = &self.be;
-        let mixed = act(be, n, c, &inputs(rows, c, 4, 1.0));
-        let z = act(be, n, vt, &inputs(rows, vt, 5, 1.0));
-        let b = act(be, n, hv, &inputs(rows, hv, 6, 2.0));
-        let a = act(be, n, hv, &inputs(rows, hv, 7, 2.0));
-        be.to_host(&be.gated_deltanet(&self.p, &mixed, &z, &b, &a, &refs(rows), sts))
-    }
-    fn keep(&self, st: &mut B::LinearState, path: &[usize]) {
-        self.be
-            .keep_linear(&self.p.spec, st, path)
-            .expect("keep_linear");
-    }
-    fn state(&self, st: &B::LinearState) -> Vec<f32> {
-        (self.snap)(&self.be, st)
-    }
-    fn copy(&self, st: &B::LinearState) -> B::LinearState {
-        self.be.restore_linear(&self.be.snapshot_linear(st))
-    }
-    fn out_cols(&self) -> usize {
-        self.p.spec.value_heads * self.p.spec.value_dim
     }
 }
 
@@ -358,36 +324,6 @@ fn attn_params<B: Backend>(be: &B, s: AttnSpec, rng: &mut Rng) -> AttnParams<B> 
     }
 }
 
-fn lin_params<B: Backend>(be: &B, s: LinearSpec, seed: u64) -> LinearParams<B> {
-    let mut g = Rng(seed);
-    let v = |g: &mut Rng, n: usize, scale: f32, off: f32| {
-        be.vector(&g.vec(n, scale).iter().map(|x| x + off).collect::<Vec<_>>())
-            .expect("vector")
-    };
-    LinearParams {
-        spec: s,
-        conv: v(&mut g, s.conv_channels() * s.conv_kernel, 0.5, 0.0),
-        a_log: v(&mut g, s.value_heads, 0.5, 0.0),
-        dt_bias: v(&mut g, s.value_heads, 0.5, 0.0),
-        norm: v(&mut g, s.value_dim, 0.3, 1.0),
-        eps: 1e-6,
-    }
-}
-
-fn cpu_lin_state(be: &CpuBackend, st: &tensorfold_backend::cpu::CpuLinearState) -> Vec<f32> {
-    let s = be.snapshot_linear(st);
-    let mut v = s.conv_tail;
-    v.extend(s.recurrent);
-    v
-}
-
-fn gpu_lin_state(be: &CudaBackend, st: &crate::CudaLinear) -> Vec<f32> {
-    let s = be.snapshot_linear(st);
-    let mut v = s.conv_tail;
-    v.extend(s.recurrent);
-    v
-}
-
 /// Attention rounds against the CPU twin (two head shapes), long contexts, and grouped heads == one head.
 pub(super) fn check_attention(
     rep: &mut Report,
@@ -478,78 +414,6 @@ pub(super) fn check_attention(
             &format!("{name}: grouped heads == one head, 600 keys"),
             &[grouped_long.prefill, grouped_long.chain].concat(),
             &[one_long.prefill, one_long.chain].concat(),
-        );
-    }
-}
-
-/// DeltaNet rounds against the CPU twin (three head shapes), split heads == whole heads, and inputs staged ahead ==
-/// inputs in registers.
-pub(super) fn check_deltanet(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut Rng) {
-    let lin_specs = [
-        (
-            "deltanet 1/3 heads 32x16",
-            LinearSpec {
-                key_heads: 1,
-                value_heads: 3,
-                key_dim: 32,
-                value_dim: 16,
-                conv_kernel: 4,
-            },
-        ),
-        (
-            "deltanet 2/4 heads 16x32",
-            LinearSpec {
-                key_heads: 2,
-                value_heads: 4,
-                key_dim: 16,
-                value_dim: 32,
-                conv_kernel: 4,
-            },
-        ),
-        (
-            "deltanet 2/6 heads 128x128",
-            LinearSpec {
-                key_heads: 2,
-                value_heads: 6,
-                key_dim: 128,
-                value_dim: 128,
-                conv_kernel: 4,
-            },
-        ),
-    ];
-    for (name, s) in lin_specs {
-        let seed = rng.next();
-        let c = Lin {
-            be: cpu.clone(),
-            p: lin_params(cpu, s, seed),
-            snap: cpu_lin_state,
-        };
-        let g = Lin {
-            be: gpu.clone(),
-            p: lin_params(gpu, s, seed),
-            snap: gpu_lin_state,
-        };
-        compare(rep, name, &c, &g);
-        // The heads split over blocks (the default) == one block per head, bit for bit.
-        let (split, _) = scenario(&g);
-        crate::deltanet::WHOLE_HEADS.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (whole, _) = scenario(&g);
-        crate::deltanet::WHOLE_HEADS.store(false, std::sync::atomic::Ordering::Relaxed);
-        same_run(
-            rep,
-            &format!("{name}: split heads == whole heads"),
-            &split,
-            &whole,
-        );
-        // Each row's inputs staged in shared memory ahead (the default) == loaded one row ahead in registers.
-        crate::deltanet::REGISTER_INPUTS.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (in_registers, _) = scenario(&g);
-        crate::deltanet::REGISTER_INPUTS.store(false, std::sync::atomic::Ordering::Relaxed);
-        same_run(
-            rep,
-            &format!("{name}: inputs staged ahead == inputs in registers"),
-            &split,
-            &in_registers,
         );
     }
 }
