@@ -152,6 +152,33 @@ __device__ __forceinline__ void dn_step(float (&S)[VM][KMAX], const float (&q)[K
     dn_update<VM>(S, qv, kv, v, dn_beta(b), dn_decay(a_dt, neg_a), orow, j0, Dv, write_out);
 }
 
+// A dn_recur block's place: head h, its first value row j0 (8·VM rows a block), slot s, key head kh, the row
+// layout of x (KT, C) and a head's state size hs.
+template <int VM>
+struct DnBlock {
+    int h, j0, s, kh, KT, C;
+    size_t hs;
+    __device__ __forceinline__ DnBlock(int Hk, int Hv, int Dk, int Dv) {
+        const int parts = (Dv + DN_WARPS * VM - 1) / (DN_WARPS * VM);
+        h = blockIdx.x / parts;
+        j0 = (blockIdx.x % parts) * DN_WARPS * VM;
+        s = blockIdx.y;
+        kh = h / (Hv / Hk);
+        KT = Hk * Dk;
+        C = 2 * KT + Hv * Dv;
+        hs = (size_t)Dv * Dk;
+    }
+};
+
+// Before a row that branches, S becomes the round's start state (restore −2) or snapshot `restore` (≥ 0).
+template <int VM>
+__device__ __forceinline__ void dn_restore(float (&S)[VM][KMAX], int restore, const u64* __restrict__ starts,
+                                           const float* __restrict__ snaps, const DnBlock<VM>& b, int Hv, int Dk,
+                                           int Dv) {
+    if (restore == -2) dn_load<VM>(S, reinterpret_cast<const float*>(starts[b.s]) + b.h * b.hs, b.j0, Dk, Dv);
+    else if (restore >= 0) dn_load<VM>(S, snaps + ((size_t)restore * Hv + b.h) * b.hs, b.j0, Dk, Dv);
+}
+
 // Entries `list[3e..]` = (round row, restore, save) for e in slot_off[s]..slot_off[s+1]: restore −1 = go on
 // from the current state, −2 = the round's start state, k ≥ 0 = snapshot k; save k ≥ 0 = store the state after
 // the row as snapshot k. x: dn_conv output [R, 2·Hk·Dk + Hv·Dv]; bg, ag: [R, Hv]; out: [R, Hv·Dv], each row's
@@ -170,11 +197,9 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
                                               float* __restrict__ snaps, const int* __restrict__ list,
                                               const int* __restrict__ slot_off, int Hk, int Hv, int Dk, int Dv,
                                               int write_out) {
-    const int parts = (Dv + DN_WARPS * VM - 1) / (DN_WARPS * VM);
-    const int h = blockIdx.x / parts, j0 = (blockIdx.x % parts) * DN_WARPS * VM, s = blockIdx.y;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int kh = h / (Hv / Hk), KT = Hk * Dk, C = 2 * KT + Hv * Dv;
-    const size_t hs = (size_t)Dv * Dk;
+    const DnBlock<VM> b(Hk, Hv, Dk, Dv);
+    const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
+    const size_t hs = b.hs;
     float* st = reinterpret_cast<float*>(states[s]) + h * hs;
     float S[VM][KMAX];
     dn_load<VM>(S, st, j0, Dk, Dv);
@@ -188,8 +213,7 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
     for (int e = slot_off[s]; e < e_end; ++e) {
         if (e + 1 < e_end) nxt.load(e + 1, list, x, bg, ag, kh, h, j0, KT, C, Hv, Dk, Dv);
         const int i = cur.i, restore = cur.restore, save = cur.save;
-        if (restore == -2) dn_load<VM>(S, reinterpret_cast<const float*>(starts[s]) + h * hs, j0, Dk, Dv);
-        else if (restore >= 0) dn_load<VM>(S, snaps + ((size_t)restore * Hv + h) * hs, j0, Dk, Dv);
+        dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
         float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
         dn_step<VM>(S, cur.q, cur.k, cur.v, cur.b, cur.a + dt_bias[h], q_scale, neg_a, orow, j0, Dv, write_out);
         if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
@@ -198,18 +222,18 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
     dn_store<VM>(S, st, j0, Dk, Dv);
 }
 
-#define DN_RECUR(VM)                                                                                            \
-    extern "C" __global__ void __launch_bounds__(DN_WARPS * 32) dn_recur_v##VM(                                 \
+// The recurrence kernels: NAME##VM runs FN<VM> (dn_recur_rows or dn_recur_ring).
+#define DN_RECUR(NAME, FN, VM)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(DN_WARPS * 32) NAME##VM(                                       \
         const float* x, const float* bg, const float* ag, float* out, const float* a_log, const float* dt_bias, \
         const u64* states, const u64* starts, float* snaps, const int* list, const int* slot_off, int Hk,       \
         int Hv, int Dk, int Dv, int write_out) {                                                                \
         kernel_entry();                                                                                         \
-        dn_recur_rows<VM>(x, bg, ag, out, a_log, dt_bias, states, starts, snaps, list, slot_off, Hk, Hv, Dk,    \
-                          Dv, write_out);                                                                       \
+        FN<VM>(x, bg, ag, out, a_log, dt_bias, states, starts, snaps, list, slot_off, Hk, Hv, Dk, Dv, write_out); \
     }
-DN_RECUR(1)
-DN_RECUR(2)
-DN_RECUR(16)
+DN_RECUR(dn_recur_v, dn_recur_rows, 1)
+DN_RECUR(dn_recur_v, dn_recur_rows, 2)
+DN_RECUR(dn_recur_v, dn_recur_rows, 16)
 
 // dn_recur_ring: dn_recur_rows for chains (prompt chunks, drafted rounds). Each entry's inputs are copied into a
 // shared-memory ring DN_AHEAD − 1 entries ahead (cp.async; the list triple one entry before that), and one block's
@@ -295,11 +319,10 @@ __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const
                                               int write_out) {
     typedef DnSlot<VM> Sl;
     __shared__ __align__(16) float ring[DN_AHEAD][Sl::FLOATS];
-    const int parts = (Dv + DN_WARPS * VM - 1) / (DN_WARPS * VM);
-    const int h = blockIdx.x / parts, j0 = (blockIdx.x % parts) * DN_WARPS * VM, s = blockIdx.y;
+    const DnBlock<VM> b(Hk, Hv, Dk, Dv);
+    const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
+    const size_t hs = b.hs;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int kh = h / (Hv / Hk), KT = Hk * Dk, C = 2 * KT + Hv * Dv;
-    const size_t hs = (size_t)Dv * Dk;
     float* st = reinterpret_cast<float*>(states[s]) + h * hs;
     float S[VM][KMAX];
     dn_load<VM>(S, st, j0, Dk, Dv);
@@ -330,8 +353,7 @@ __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const
         const float* in = ring[(e - e0) % DN_AHEAD];
         const int* ini = reinterpret_cast<const int*>(in) + Sl::I;
         const int i = ini[0], restore = ini[1], save = ini[2];
-        if (restore == -2) dn_load<VM>(S, reinterpret_cast<const float*>(starts[s]) + h * hs, j0, Dk, Dv);
-        else if (restore >= 0) dn_load<VM>(S, snaps + ((size_t)restore * Hv + h) * hs, j0, Dk, Dv);
+        dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
         float qv[KMAX], kv[KMAX], v[VM];
 #pragma unroll
         for (int kk = 0; kk < KMAX; ++kk) {
@@ -348,18 +370,9 @@ __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const
     dn_store<VM>(S, st, j0, Dk, Dv);
 }
 
-#define DN_RECUR_RING(VM)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(DN_WARPS * 32) dn_recur_ring_v##VM(                            \
-        const float* x, const float* bg, const float* ag, float* out, const float* a_log, const float* dt_bias, \
-        const u64* states, const u64* starts, float* snaps, const int* list, const int* slot_off, int Hk,       \
-        int Hv, int Dk, int Dv, int write_out) {                                                                \
-        kernel_entry();                                                                                         \
-        dn_recur_ring<VM>(x, bg, ag, out, a_log, dt_bias, states, starts, snaps, list, slot_off, Hk, Hv, Dk,    \
-                          Dv, write_out);                                                                       \
-    }
-DN_RECUR_RING(1)
-DN_RECUR_RING(2)
-DN_RECUR_RING(16)
+DN_RECUR(dn_recur_ring_v, dn_recur_ring, 1)
+DN_RECUR(dn_recur_ring_v, dn_recur_ring, 2)
+DN_RECUR(dn_recur_ring_v, dn_recur_ring, 16)
 
 // The gated RMSNorm of one (row, value head) of dn_recur's output, in place: o·rsqrt(mean o² + eps)·w·silu(z),
 // with the same per-thread sums and block_sum as a whole-head block would take (DN_WARPS warps, j = tid, tid +
