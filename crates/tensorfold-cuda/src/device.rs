@@ -10,6 +10,11 @@ use cudarc::driver::{
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+#[path = "device_kernels.rs"]
+mod kernels;
+pub use kernels::kernel_names;
+use kernels::DYNAMIC_SMEM_KERNELS;
+
 /// One kernel argument, passed by value.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg {
@@ -538,77 +543,4 @@ fn dependent_launch() -> bool {
 fn pool_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_POOL").map_or(true, |v| v != "0"))
-}
-
-/// Name prefixes of the kernels that take dynamic shared memory past the default 48 KB.
-const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_"];
-
-/// Every kernel the module must export.
-pub fn kernel_names() -> Vec<String> {
-    let mut v: Vec<String> = [
-        "copy_words",
-        "rms_norm",
-        "add_assign",
-        "swiglu",
-        "gather_rows",
-        "attn_prep",
-        "attn_chunk_g1",
-        "attn_chunk_g2",
-        "attn_chunk_g3",
-        "attn_merge",
-        "kv_keep",
-        "dn_conv",
-        "dn_recur_v1",
-        "dn_recur_v2",
-        "dn_recur_v16",
-        "dn_recur_ring_v1",
-        "dn_recur_ring_v2",
-        "dn_recur_ring_v16",
-        "dn_norm",
-        "dn_tail_keep",
-        "prepare_x",
-        "add_rms_norm",
-        "draw_partial",
-        "draw_finish",
-        "row_top",
-        "edit_logits",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    for dt in ["f32", "f16", "bf16"] {
-        v.push(format!("project_dense_{dt}"));
-        v.push(format!("embed_dense_{dt}"));
-        for bits in [2, 3, 4, 5, 6, 8] {
-            v.push(format!("project_affine_{bits}_{dt}"));
-            v.push(format!("embed_affine_{bits}_{dt}"));
-        }
-        v.push(format!("embed_affine_4_tiled_{dt}"));
-        for nt in [1, 2, 4] {
-            for g in [1, 2, 4] {
-                v.push(format!("project_mma_a4_g{g}_{dt}_nt{nt}"));
-                v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s4_m1"));
-                if g < 4 {
-                    v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s8_m1"));
-                    v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s4_m2"));
-                }
-                if g == 2 {
-                    v.push(format!("project_stream_a4_g2_{dt}_nt{nt}_s4_m1_w8"));
-                }
-            }
-        }
-        for g in [1, 2] {
-            v.push(format!("project_gemm_a4_g{g}_{dt}"));
-        }
-    }
-    for nt in [1, 2, 4] {
-        v.push(format!("project_mma_bf16_nt{nt}"));
-    }
-    v.push("project_gemm_bf16".into());
-    for hd in crate::attention::BLOCK_HEAD_DIMS {
-        for qt in [2, 3] {
-            v.push(format!("attn_block_d{hd}_q{qt}"));
-        }
-    }
-    v
 }

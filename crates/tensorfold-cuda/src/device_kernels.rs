@@ -1,0 +1,75 @@
+//! The kernel module's contents as the host knows them: every kernel it must export, and which take dynamic
+//! shared memory.
+
+/// Name prefixes of the kernels that take dynamic shared memory past the default 48 KB.
+pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_"];
+
+/// Every kernel the module must export.
+pub fn kernel_names() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "copy_words",
+        "rms_norm",
+        "add_assign",
+        "swiglu",
+        "gather_rows",
+        "attn_prep",
+        "attn_chunk_g1",
+        "attn_chunk_g2",
+        "attn_chunk_g3",
+        "attn_merge",
+        "kv_keep",
+        "dn_conv",
+        "dn_recur_v1",
+        "dn_recur_v2",
+        "dn_recur_v16",
+        "dn_recur_ring_v1",
+        "dn_recur_ring_v2",
+        "dn_recur_ring_v16",
+        "dn_norm",
+        "dn_tail_keep",
+        "prepare_x",
+        "add_rms_norm",
+        "draw_partial",
+        "draw_finish",
+        "row_top",
+        "edit_logits",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for dt in ["f32", "f16", "bf16"] {
+        v.push(format!("project_dense_{dt}"));
+        v.push(format!("embed_dense_{dt}"));
+        for bits in [2, 3, 4, 5, 6, 8] {
+            v.push(format!("project_affine_{bits}_{dt}"));
+            v.push(format!("embed_affine_{bits}_{dt}"));
+        }
+        v.push(format!("embed_affine_4_tiled_{dt}"));
+        for nt in [1, 2, 4] {
+            for g in [1, 2, 4] {
+                v.push(format!("project_mma_a4_g{g}_{dt}_nt{nt}"));
+                v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s4_m1"));
+                if g < 4 {
+                    v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s8_m1"));
+                    v.push(format!("project_stream_a4_g{g}_{dt}_nt{nt}_s4_m2"));
+                }
+                if g == 2 {
+                    v.push(format!("project_stream_a4_g2_{dt}_nt{nt}_s4_m1_w8"));
+                }
+            }
+        }
+        for g in [1, 2] {
+            v.push(format!("project_gemm_a4_g{g}_{dt}"));
+        }
+    }
+    for nt in [1, 2, 4] {
+        v.push(format!("project_mma_bf16_nt{nt}"));
+    }
+    v.push("project_gemm_bf16".into());
+    for hd in crate::attention::BLOCK_HEAD_DIMS {
+        for qt in [2, 3] {
+            v.push(format!("attn_block_d{hd}_q{qt}"));
+        }
+    }
+    v
+}
