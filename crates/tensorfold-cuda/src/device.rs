@@ -106,7 +106,13 @@ impl Dev {
         unsafe { sys::cuDriverGetVersion(&mut driver) }
             .result()
             .map_err(|e| format!("driver version: {e:?}"))?;
-        let arch = format!("sm_{major}{minor}");
+        // The wgmma kernels (TENSORFOLD_CUDA_WGMMA=1) need Hopper's arch-specific target.
+        let suffix = if crate::project::wgmma_enabled() && (major, minor) == (9, 0) {
+            "a"
+        } else {
+            ""
+        };
+        let arch = format!("sm_{major}{minor}{suffix}");
         let t = std::time::Instant::now();
         let (cubin, cached) = nvrtc::program_cubin(&arch, driver)?;
         let module = ctx

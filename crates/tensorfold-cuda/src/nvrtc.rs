@@ -18,6 +18,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "project_gemm.cu",
         include_str!("../kernels/project_gemm.cu"),
     ),
+    (
+        "project_wgmma.cu",
+        include_str!("../kernels/project_wgmma.cu"),
+    ),
     ("rowwise.cu", include_str!("../kernels/rowwise.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     (

@@ -13,9 +13,13 @@ use tensorfold_core::DenseDType;
 mod gemm;
 #[path = "project_many.rs"]
 mod many;
+#[path = "project_wgmma.rs"]
+mod wgmma;
 pub(crate) use gemm::gemm_tiles_first;
 use gemm::{gemm_for, gemm_kernel, project_gemm};
 pub(crate) use many::{many_rows, project_many};
+pub(crate) use wgmma::wgmma_enabled;
+use wgmma::{project_wgmma, wgmma_kernel};
 
 pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
     project_staged(dev, x, w, mma_layout().0)
@@ -46,6 +50,9 @@ pub(crate) fn project_layout(
     if let Some(kernel) = mma_kernel(w) {
         if let Some(name) = gemm_kernel(&kernel).filter(|_| gemm) {
             return project_gemm(dev, x, w, &name);
+        }
+        if let Some(name) = wgmma_kernel(&kernel, rows) {
+            return project_wgmma(dev, x, w, &name);
         }
         return project_mma(dev, x, &[w], &kernel, stages).remove(0);
     }

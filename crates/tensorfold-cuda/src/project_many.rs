@@ -2,7 +2,8 @@
 //! tensor-core kernels (project.rs project_mma), each output with the bits of its own projection.
 
 use super::{
-    gemm_for, gemm_kernel, mma_kernel, mma_layout, mma_warps, project, project_mma, MAX_JOBS,
+    gemm_for, gemm_kernel, mma_kernel, mma_layout, mma_warps, project, project_mma, wgmma_kernel,
+    MAX_JOBS,
 };
 use crate::device::Dev;
 use crate::ops::{CudaAct, CudaMatrix};
@@ -36,6 +37,8 @@ pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<Cu
     });
     // Prompt rows take the prompt kernel, one launch per matrix.
     let kernel = kernel.filter(|k| !(gemm_for(x.rows) && gemm_kernel(k).is_some()));
+    // Rounds the wgmma kernels take: one launch per matrix too.
+    let kernel = kernel.filter(|k| wgmma_kernel(k, x.rows).is_none());
     let Some(kernel) = kernel.filter(|_| ws.len() > 1) else {
         return ws.iter().map(|w| project(dev, x, w)).collect();
     };
