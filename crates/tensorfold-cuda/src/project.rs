@@ -420,6 +420,33 @@ fn tensor_core_args(dev: &Dev, x: &CudaAct, w: &CudaMatrix, y: &CudaAct) -> Vec<
     args
 }
 
+/// Launches kernel `name` of the families that walk the decode kernels' warp split themselves (the prompt and
+/// wgmma kernels: x's tensor-core form, the weights, y, then rows, outputs, columns and mma_warps) on `grid` blocks
+/// of 128 threads, and returns y.
+fn launch_split_walk(
+    dev: &Dev,
+    x: &CudaAct,
+    w: &CudaMatrix,
+    name: &str,
+    grid: (u32, u32, u32),
+) -> CudaAct {
+    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
+    let y = new_act(dev, rows, out_f);
+    let mut args = tensor_core_args(dev, x, w, &y);
+    args.extend([
+        Arg::I(rows as i32),
+        Arg::I(out_f as i32),
+        Arg::I(cols as i32),
+        Arg::I(mma_warps(w) as i32),
+    ]);
+    let label = dev
+        .profile
+        .enabled
+        .then(|| format!("{name} {out_f}x{cols}"));
+    dev.launch_as(name, label.as_deref(), grid, 128, &args);
+    y
+}
+
 /// Most matrices one launch of the streamed or bf16 tensor-core kernels takes (project_stream.cu STREAM_A4).
 const MAX_JOBS: usize = 4;
 

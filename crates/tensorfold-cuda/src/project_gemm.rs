@@ -1,9 +1,9 @@
 //! The prompt kernel's dispatch (project_gemm.cu): which calls take it, which kernel, and its launch; every
 //! choice here gives the decode kernels' bits.
 
-use super::{mma_warps, tensor_core_args};
-use crate::device::{Arg, Dev};
-use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
+use super::launch_split_walk;
+use crate::device::Dev;
+use crate::ops::{blocks, CudaAct, CudaMatrix};
 use std::sync::OnceLock;
 
 /// Whether the prompt kernel for bf16 weights takes its blocks as numbered, tiles inner
@@ -44,27 +44,8 @@ pub(super) fn gemm_kernel(family: &str) -> Option<String> {
 /// y = x Wᵀ by the prompt kernel `name`: blocks of 64 outputs × 64 rows, 4 warps, each output's column groups
 /// split as the decode kernels split them (mma_warps), so the bits are theirs.
 pub(super) fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
-    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
-    let y = new_act(dev, rows, out_f);
-    let mut args = tensor_core_args(dev, x, w, &y);
-    args.extend([
-        Arg::I(rows as i32),
-        Arg::I(out_f as i32),
-        Arg::I(cols as i32),
-        Arg::I(mma_warps(w) as i32),
-    ]);
-    let label = dev
-        .profile
-        .enabled
-        .then(|| format!("{name} {out_f}x{cols}"));
-    dev.launch_as(
-        name,
-        label.as_deref(),
-        (blocks(out_f, 64), blocks(rows, 64), 1),
-        128,
-        &args,
-    );
-    y
+    let grid = (blocks(w.rows(), 64), blocks(x.rows, 64), 1);
+    launch_split_walk(dev, x, w, name, grid)
 }
 
 #[cfg(test)]

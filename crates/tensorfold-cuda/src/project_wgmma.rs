@@ -2,9 +2,9 @@
 //! (project_wgmma.cu), with the decode kernels' bits: `TENSORFOLD_CUDA_WGMMA=1`, which also builds the module for
 //! sm_90a (device.rs). Off by default: not yet timed on the GPU.
 
-use super::{mma_warps, tensor_core_args};
-use crate::device::{Arg, Dev};
-use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
+use super::launch_split_walk;
+use crate::device::Dev;
+use crate::ops::{blocks, CudaAct, CudaMatrix};
 use std::sync::OnceLock;
 
 /// Whether `TENSORFOLD_CUDA_WGMMA=1` asks for the wgmma kernels.
@@ -30,27 +30,7 @@ fn wgmma_kernel_for(family: &str, rows: usize) -> Option<String> {
 /// y = x Wᵀ by wgmma kernel `name`: blocks of one warpgroup, 64 outputs (a tile a warp) × up to 16 rows, each
 /// output's groups walked in the decode kernels' warp split (mma_warps), so the bits are theirs.
 pub(super) fn project_wgmma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
-    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
-    let y = new_act(dev, rows, out_f);
-    let mut args = tensor_core_args(dev, x, w, &y);
-    args.extend([
-        Arg::I(rows as i32),
-        Arg::I(out_f as i32),
-        Arg::I(cols as i32),
-        Arg::I(mma_warps(w) as i32),
-    ]);
-    let label = dev
-        .profile
-        .enabled
-        .then(|| format!("{name} {out_f}x{cols}"));
-    dev.launch_as(
-        name,
-        label.as_deref(),
-        (blocks(out_f, 64), 1, 1),
-        128,
-        &args,
-    );
-    y
+    launch_split_walk(dev, x, w, name, (blocks(w.rows(), 64), 1, 1))
 }
 
 #[cfg(test)]
