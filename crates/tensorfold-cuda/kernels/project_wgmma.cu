@@ -96,6 +96,19 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[4][4], const u32 (&a)[4]
 #endif
 }
 
+// Piece i (of 8) of this thread's share of a group's B tile: the 4 bytes of x for slots 2sp, 2sp + 1 of k16 step
+// q = 2j + h and column n (row n / 2 % 4 of n-tile n / 8, half n % 2): x's row, its half (lo), the column within
+// the group and the byte in the tile. The one place the tile's slot mapping is written.
+struct WgPiece {
+    int row, lo, col, dst;
+};
+__device__ __forceinline__ WgPiece wg_piece(int i, int rows) {
+    const int p = threadIdx.x + 128 * i, q = p >> 8, n = (p >> 3) & 31, sp = p & 7;
+    const int j = q >> 1, h = q & 1, tt = sp & 3, p2 = sp >> 2;
+    return WgPiece{min((n >> 3) * TILE_ROWS + ((n & 7) >> 1), rows - 1), n & 1,
+                   (2 * tt + j) * 8 + 4 * h + 2 * p2, wg_b_at(n, 16 * q + 2 * sp)};
+}
+
 // One group's inputs, loaded a group ahead into registers: this thread's 8 pieces of the B tile, its lane's code
 // words (outputs g and g + 8, words 2t and 2t + 1), their scales and biases, and its rows' x sums.
 template <typename S>
@@ -112,16 +125,12 @@ __device__ __forceinline__ void wg_load(WgInputs<S>& in, int G, const u16* __res
                                         const u32* __restrict__ codes, const typename S::raw* __restrict__ scales,
                                         const typename S::raw* __restrict__ biases, int o, int o8, int rows, int cols,
                                         int groups) {
-    const int tid = threadIdx.x, lane = tid & 31, t = lane & 3;
+    const int t = threadIdx.x & 3;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-        // Piece p: step q = 2j + h, column n (row n / 2 % 4 of n-tile n / 8, half n % 2), slots 2sp, 2sp + 1.
-        const int p = tid + 128 * i, q = p >> 8, n = (p >> 3) & 31, sp = p & 7;
-        const int j = q >> 1, h = q & 1, tt = sp & 3, p2 = sp >> 2;
-        const int row = min((n >> 3) * TILE_ROWS + ((n & 7) >> 1), rows - 1);
-        const u16* src = (n & 1) ? xl : xh;
-        const size_t col = (size_t)G * 64 + (2 * tt + j) * 8 + 4 * h + 2 * p2;
-        in.piece[i] = *reinterpret_cast<const u32*>(src + (size_t)row * cols + col);
+        const WgPiece pc = wg_piece(i, rows);
+        const u16* src = pc.lo ? xl : xh;
+        in.piece[i] = *reinterpret_cast<const u32*>(src + (size_t)pc.row * cols + (size_t)G * 64 + pc.col);
     }
     const unsigned char* cb = reinterpret_cast<const unsigned char*>(codes);
     in.cg = *reinterpret_cast<const uint2*>(cb + a4_tile_code(o, G, groups, 32) + t * 8);
@@ -171,10 +180,7 @@ __device__ __forceinline__ void project_wgmma_a4(const u16* __restrict__ xh, con
                 wg_load<S>(nxt, Gn, xh, xl, xs, codes, scales, biases, o, o8, rows, cols, groups);
             // This group's B tile (every warp is done with the last one: the barrier at the end of its group).
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const int p = tid + 128 * i, q = p >> 8, n = (p >> 3) & 31, sp = p & 7;
-                *reinterpret_cast<u32*>(bt + wg_b_at(n, 16 * q + 2 * sp)) = cur.piece[i];
-            }
+            for (int i = 0; i < 8; ++i) *reinterpret_cast<u32*>(bt + wg_piece(i, rows).dst) = cur.piece[i];
 #ifndef TF_EMU
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the tile is wgmma's (async proxy) to read
 #endif

@@ -21,6 +21,11 @@ pub(crate) use many::{many_rows, project_many};
 pub(crate) use wgmma::wgmma_enabled;
 use wgmma::{project_wgmma, wgmma_kernel};
 
+/// Whether a call of `rows` rows of `w` takes a wgmma kernel (one launch per matrix, never shared).
+pub(crate) fn takes_wgmma(w: &CudaMatrix, rows: usize) -> bool {
+    mma_kernel(w).is_some_and(|k| wgmma_kernel(&k, rows).is_some())
+}
+
 pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
     project_staged(dev, x, w, mma_layout().0)
 }

@@ -84,11 +84,8 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
                 &got,
                 &want,
             );
-            // The wgmma kernels (TENSORFOLD_CUDA_WGMMA=1) take 5 to 16 rows of g64 matrices one launch each.
-            let wgmma = crate::project::wgmma_enabled()
-                && (5..=16).contains(&rows)
-                && name.starts_with("MLX 4-bit g64");
-            let want_launches = if wgmma {
+            // Rounds the wgmma kernels take (TENSORFOLD_CUDA_WGMMA=1) launch once per matrix.
+            let want_launches = if crate::project::takes_wgmma(&ws[0], rows) {
                 ms.len()
             } else if rows <= crate::project::many_rows() {
                 launches_of.0
