@@ -63,6 +63,11 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 // Fibers switch only at barriers and shuffles, so a plain read-modify-write is atomic here.
 inline unsigned atomicAdd(unsigned* p, unsigned v) { const unsigned o = *p; *p = o + v; return o; }
+// Blocks run one at a time and their fibers switch only at barriers and shuffles: memory is always coherent.
+inline void __threadfence() {}
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
+template <typename T> inline T __ldcg(const T* p) { return *p; }
+template <typename T> inline void __stcg(T* p, T v) { *p = v; }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     const unsigned long long v = (unsigned long long)x | ((unsigned long long)y << 32);
     unsigned r = 0;

@@ -38,58 +38,67 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 }
 #endif
 
-// d += A·B for the group's four k16 steps: a[q] the A fragment of step q, the B tile at `bt` (`bts` its shared
-// address). d[nt] is the C fragment of n-tile nt, as mma.sync's.
-__device__ __forceinline__ void wg_group_mma(float (&d)[4][4], const u32 (&a)[4][4], const unsigned char* bt,
-                                             SmemAddr bts) {
+// The m64 blocks of outputs a warpgroup computes per B tile: warp w owns tiles w and 4 + w of its block's 8.
+#define WG_MT 2
+
+// d[m] += A[m]·B for the group's four k16 steps and the block's m64 blocks m: a[m][q] the A fragment of step q,
+// the B tile at `bt` (`bts` its shared address). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
+__device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][4][4], u32 (&a)[WG_MT][4][4],
+                                             const unsigned char* bt, SmemAddr bts) {
 #ifdef TF_EMU
     // The emulator feeds each n-tile to its mma.sync model with the B words mma.sync's lanes would hold.
     (void)bts;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     for (int q = 0; q < 4; ++q)
-        for (int nt = 0; nt < 4; ++nt) {
-            const unsigned char* s = bt + q * WG_STEP;
-            const u32 b0 = *reinterpret_cast<const u32*>(s + wg_b_at(nt * 8 + g, 2 * t));
-            const u32 b1 = *reinterpret_cast<const u32*>(s + wg_b_at(nt * 8 + g, 2 * t + 8));
-            emu_mma_bf16(d[nt], a[q][0], a[q][1], a[q][2], a[q][3], b0, b1);
-        }
+        for (int m = 0; m < WG_MT; ++m)
+            for (int nt = 0; nt < 4; ++nt) {
+                const unsigned char* s = bt + q * WG_STEP;
+                const u32 b0 = *reinterpret_cast<const u32*>(s + wg_b_at(nt * 8 + g, 2 * t));
+                const u32 b1 = *reinterpret_cast<const u32*>(s + wg_b_at(nt * 8 + g, 2 * t + 8));
+                emu_mma_bf16(d[m][nt], a[m][q][0], a[m][q][1], a[m][q][2], a[m][q][3], b0, b1);
+            }
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
     (void)bt;
     // The accumulators and A fragments are pinned before the fence and the accumulators again after the wait:
     // the compiler must neither move their writes past the fence nor read the results before the wait (the
     // probe's ordering).
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[nt][k])::"memory");
-    u32 av[4][4];
+        for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-    for (int q = 0; q < 4; ++q)
+            for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            av[q][k] = a[q][k];
-            asm volatile("" : "+r"(av[q][k])::"memory");
-        }
+    for (int m = 0; m < WG_MT; ++m)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(a[m][q][k])::"memory");
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
         const u64 desc = wg_desc(bts + q * WG_STEP);
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-            "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
-            : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-              "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-              "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-            : "r"(av[q][0]), "r"(av[q][1]), "r"(av[q][2]), "r"(av[q][3]), "l"(desc)
-            : "memory");
+#pragma unroll
+        for (int m = 0; m < WG_MT; ++m)
+            asm volatile(
+                "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                : "+f"(d[m][0][0]), "+f"(d[m][0][1]), "+f"(d[m][0][2]), "+f"(d[m][0][3]), "+f"(d[m][1][0]),
+                  "+f"(d[m][1][1]), "+f"(d[m][1][2]), "+f"(d[m][1][3]), "+f"(d[m][2][0]), "+f"(d[m][2][1]),
+                  "+f"(d[m][2][2]), "+f"(d[m][2][3]), "+f"(d[m][3][0]), "+f"(d[m][3][1]), "+f"(d[m][3][2]),
+                  "+f"(d[m][3][3])
+                : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc)
+                : "memory");
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[nt][k])::"memory");
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
 #else
     (void)d; (void)a; (void)bt; (void)bts;
     __trap();
@@ -103,146 +112,291 @@ struct WgPiece {
     int row, lo, col, dst;
 };
 __device__ __forceinline__ WgPiece wg_piece(int i, int rows) {
-    const int p = threadIdx.x + 128 * i, q = p >> 8, n = (p >> 3) & 31, sp = p & 7;
+    const int p = threadIdx.x + 128 * i, q = p >> 8, n = (p >> 3) & 31, sp = p & 7;  // p: the piece of the tile
     const int j = q >> 1, h = q & 1, tt = sp & 3, p2 = sp >> 2;
     return WgPiece{min((n >> 3) * TILE_ROWS + ((n & 7) >> 1), rows - 1), n & 1,
                    (2 * tt + j) * 8 + 4 * h + 2 * p2, wg_b_at(n, 16 * q + 2 * sp)};
 }
 
-// One group's inputs, loaded a group ahead into registers: this thread's 8 pieces of the B tile, its lane's code
-// words (outputs g and g + 8, words 2t and 2t + 1), their scales and biases, and its rows' x sums.
-template <typename S>
-struct WgInputs {
-    u32 piece[8];
-    uint2 cg, cg8;
-    typename S::raw s0, s8, b0, b8;
-    float xs0[4], xs1[4];
-};
-
-template <typename S>
-__device__ __forceinline__ void wg_load(WgInputs<S>& in, int G, const u16* __restrict__ xh,
-                                        const u16* __restrict__ xl, const float* __restrict__ xs,
-                                        const u32* __restrict__ codes, const typename S::raw* __restrict__ scales,
-                                        const typename S::raw* __restrict__ biases, int o, int o8, int rows, int cols,
-                                        int groups) {
-    const int t = threadIdx.x & 3;
+// x's rows as B tiles, one block (128 threads) a group of 64 columns: tiles[G] is group G's 4,096-byte tile.
+extern "C" __global__ void __launch_bounds__(128)
+    wgmma_b_tiles(const u16* __restrict__ xh, const u16* __restrict__ xl, u32* __restrict__ tiles, int rows,
+                  int cols) {
+    kernel_entry();
+    const int G = blockIdx.x;
+    if (G >= cols / 64) return;
+    unsigned char* bt = reinterpret_cast<unsigned char*>(tiles) + (size_t)G * WG_TILE;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         const WgPiece pc = wg_piece(i, rows);
-        const u16* src = pc.lo ? xl : xh;
-        in.piece[i] = *reinterpret_cast<const u32*>(src + (size_t)pc.row * cols + (size_t)G * 64 + pc.col);
-    }
-    const unsigned char* cb = reinterpret_cast<const unsigned char*>(codes);
-    in.cg = *reinterpret_cast<const uint2*>(cb + a4_tile_code(o, G, groups, 32) + t * 8);
-    in.cg8 = *reinterpret_cast<const uint2*>(cb + a4_tile_code(o8, G, groups, 32) + t * 8);
-    const size_t p0 = a4_tile_param(o, G, groups), p8 = a4_tile_param(o8, G, groups);
-    in.s0 = scales[p0];
-    in.b0 = biases[p0];
-    in.s8 = scales[p8];
-    in.b8 = biases[p8];
-    const int chunks = cols / 32;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-        const int crow = min(nt * TILE_ROWS + t, rows - 1);
-        in.xs0[nt] = xs[(size_t)crow * chunks + (size_t)G * 2];
-        in.xs1[nt] = xs[(size_t)crow * chunks + (size_t)G * 2 + 1];
+        const u16* src = (pc.lo ? xl : xh) + (size_t)pc.row * cols + (size_t)G * 64 + pc.col;
+        *reinterpret_cast<u32*>(bt + pc.dst) = *reinterpret_cast<const u32*>(src);
     }
 }
 
+// A stage of the block's copy ring: one group's B tile, its 8 tiles' codes (512 bytes each, as stored), their
+// scales and biases (16 a tile each, as stored), and the 16 rows' x sums of its two 32-column chunks.
+#define WG_STAGES 4
+#define WG_CODES 4096                              // offset of the codes in a stage
+#define WG_PARAMS (WG_CODES + 4 * WG_MT * 512)     // scales then biases of tile 0, then tile 1, … (16 raw each)
+#define WG_XSUMS (WG_PARAMS + 4 * WG_MT * 2 * 64)  // 16 rows × 2 floats
+#define WG_STAGE_BYTES (WG_XSUMS + 1024)           // a multiple of 1,024: every stage's B tile stays aligned
+
+// Where this thread's copies of a group come from, fixed for the block: each source's address at group 0 (the
+// copies of group G add G times its stride), so a group's copies cost an add and a cp.async each.
+template <typename S>
+struct WgSources {
+    static constexpr int RUN_WORDS = 4 * (int)sizeof(typename S::raw);  // words of a run of 16 scales or biases
+    static constexpr int PARAM_COPIES = (8 * WG_MT * RUN_WORDS + 127) / 128;
+    const unsigned char* tile;                 // the B tiles: 2 pieces of 16 bytes (+ G·WG_TILE)
+    const unsigned char* code[WG_MT];          // 16 bytes of tile 4m + tid / 32's codes (+ G·512)
+    const unsigned char* param[PARAM_COPIES];  // a word of a run (tile, scales | biases) (+ G·16·raw), or null
+    const float* xsum;                         // x's sum of chunk 2G + tid % 2 of row tid / 2 (+ 2G), or null
+};
+
+template <typename S>
+__device__ __forceinline__ WgSources<S> wg_sources(int tile0, int tiles, const unsigned char* __restrict__ btiles,
+                                                   const float* __restrict__ xs, const u32* __restrict__ codes,
+                                                   const typename S::raw* __restrict__ scales,
+                                                   const typename S::raw* __restrict__ biases, int rows, int cols,
+                                                   int groups) {
+    using W = WgSources<S>;
+    const int tid = threadIdx.x;
+    W src;
+    src.tile = btiles + tid * 16;
+#pragma unroll
+    for (int m = 0; m < WG_MT; ++m) {
+        const int c = tid + 128 * m, ct = min(tile0 + (c >> 5), tiles - 1);
+        src.code[m] = reinterpret_cast<const unsigned char*>(codes) + a4_tile_code(ct * 16, 0, groups, 32) +
+                      (c & 31) * 16;
+    }
+#pragma unroll
+    for (int i = 0; i < W::PARAM_COPIES; ++i) {
+        const int c = tid + 128 * i, run = c / W::RUN_WORDS, word = c % W::RUN_WORDS;
+        const int pt = min(tile0 + (run >> 1), tiles - 1);
+        src.param[i] = c < 8 * WG_MT * W::RUN_WORDS
+                           ? reinterpret_cast<const unsigned char*>((run & 1) ? biases : scales) +
+                                 a4_tile_param(pt * 16, 0, groups) * sizeof(typename S::raw) + word * 4
+                           : nullptr;
+    }
+    src.xsum = tid < 32 ? xs + (size_t)min(tid >> 1, rows - 1) * (cols / 32) + (tid & 1) : nullptr;
+    return src;
+}
+
+// Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
+// past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
+template <typename S>
+__device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S>& src) {
+    using W = WgSources<S>;
+    const int tid = threadIdx.x;
+    const SmemAddr sa = smem_addr(st);
+    const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
+    cp_async16(sa + tid * 16, bt, true);
+    cp_async16(sa + 2048 + tid * 16, bt + 2048, true);
+#pragma unroll
+    for (int m = 0; m < WG_MT; ++m) cp_async16(sa + WG_CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
+    // Runs of scales and biases side by side: run k (tile k / 2, biases if odd) at WG_PARAMS + k·16 raw values.
+#pragma unroll
+    for (int i = 0; i < W::PARAM_COPIES; ++i)
+        if (src.param[i])
+            cp_async4(sa + WG_PARAMS + (tid + 128 * i) * 4, src.param[i] + (size_t)G * 16 * sizeof(typename S::raw),
+                      true);
+    if (src.xsum) cp_async4(sa + WG_XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
+}
+
+// Where a block's walk goes after group G of residue r: the residue's next group, else the next residue's first.
+__device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
+    G += nw;
+    if (G >= groups) G = ++r;
+}
+
+// A warpgroup's 64·WG_MT outputs (4·WG_MT tiles, warp w owning tiles w, 4 + w, …) × up to 16 rows.
+// gridDim.y == 1: the block walks every residue's groups in the decode kernels' order and writes y.
+// gridDim.y == nw: block (x, r) walks residue r, leaves its sums in `partial`, and the last of the nw blocks to
+// finish (a ticket each) adds them in residue order and writes y, then resets its ticket for the next launch.
+// Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
+// added in order.
 template <typename S>
 __device__ __forceinline__ void project_wgmma_a4(const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const float* __restrict__ xs, const u32* __restrict__ codes,
                                                  const typename S::raw* __restrict__ scales,
                                                  const typename S::raw* __restrict__ biases, float* __restrict__ y,
-                                                 int rows, int out, int cols, int nw) {
-    __shared__ __align__(1024) unsigned char bt[WG_TILE];
+                                                 int rows, int out, int cols, int nw, const u32* __restrict__ b_tiles,
+                                                 float* __restrict__ partial, u32* __restrict__ tickets) {
+    __shared__ __align__(1024) unsigned char ring[WG_STAGES * WG_STAGE_BYTES];
+    __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
-    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile = min((int)blockIdx.x * 4 + warp, tiles - 1);
-    const int o = tile * MMA_OUT + g, o8 = o + 8;  // tile-major arrays are padded to whole tiles
+    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = (int)blockIdx.x * 4 * WG_MT;
     const int groups = cols / 64;
+    const bool split = gridDim.y > 1;
+    // The walk: residue r0 alone (split) or every residue, as (G, r) cursors for the copies and the math.
+    const int r0 = split ? (int)blockIdx.y : 0;
+    const int jobs = split ? (r0 < groups ? (groups - 1 - r0) / nw + 1 : 0) : groups;
     const u32 mask = opaque_nibble_mask();
     // The accumulators start each group at a +0 the compiler cannot see: told they are zero, ptxas drops them
     // (HGMMA with scale-d off, D = A·B), where the stream kernels' mma.sync adds its C of +0 (D = A·B + 0, which
     // differs when A·B is −0).
     const float zero = opaque_zero();
-    const SmemAddr bts = smem_addr(bt);
-    float tot[4][2];
-    WgInputs<S> cur, nxt;
-    // The groups in residue order (r, then G = r, r + nw, …), each loaded one group ahead.
-    if (groups > 0) wg_load<S>(cur, 0, xh, xl, xs, codes, scales, biases, o, o8, rows, cols, groups);
-    for (int r = 0; r < nw; ++r) {
-        float acc[4][2];
+    const SmemAddr ring_at = smem_addr(ring);
+    const unsigned char* btiles = reinterpret_cast<const unsigned char*>(b_tiles);
+    (void)xh, (void)xl;  // x comes as b_tiles (wgmma_b_tiles made them from xh and xl)
+    const WgSources<S> src = wg_sources<S>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
+    int Gi = r0, ri = r0;  // the copies' cursor
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = 0.0f;
-        for (int G = r; G < groups; G += nw) {
-            const int Gn = G + nw < groups ? G + nw : r + 1;
-            if (Gn < groups && (G + nw < groups || r + 1 < nw))
-                wg_load<S>(nxt, Gn, xh, xl, xs, codes, scales, biases, o, o8, rows, cols, groups);
-            // This group's B tile (every warp is done with the last one: the barrier at the end of its group).
+    for (int s = 0; s < WG_STAGES - 1; ++s) {
+        if (s < jobs) {
+            wg_issue<S>(ring + s * WG_STAGE_BYTES, Gi, src);
+            wg_next(Gi, ri, nw, groups);
+        }
+        cp_async_commit();
+    }
+    float tot[WG_MT][4][2], acc[WG_MT][4][2];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) *reinterpret_cast<u32*>(bt + wg_piece(i, rows).dst) = cur.piece[i];
+    for (int m = 0; m < WG_MT; ++m)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) tot[m][nt][0] = tot[m][nt][1] = acc[m][nt][0] = acc[m][nt][1] = 0.0f;
+    int G = r0, r = r0;  // the math's cursor
+    for (int j = 0; j < jobs; ++j) {
+        cp_async_wait<WG_STAGES - 2>();  // this thread's copies of group j have landed
 #ifndef TF_EMU
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the tile is wgmma's (async proxy) to read
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the tile is wgmma's (async proxy) to read
 #endif
-            __syncthreads();
-            u32 a[4][4];  // step q = 2j + h: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1])
+        __syncthreads();  // every thread's copies of group j are in; every warp is done with group j − 1's stage
+        if (j + WG_STAGES - 1 < jobs) {
+            wg_issue<S>(ring + ((j + WG_STAGES - 1) % WG_STAGES) * WG_STAGE_BYTES, Gi, src);
+            wg_next(Gi, ri, nw, groups);
+        }
+        cp_async_commit();
+        unsigned char* st = ring + (j % WG_STAGES) * WG_STAGE_BYTES;
+        // Step q = 2j + h of m64 block m: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]).
+        u32 a[WG_MT][4][4];
+#pragma unroll
+        for (int m = 0; m < WG_MT; ++m) {
+            const unsigned char* cw = st + WG_CODES + (4 * m + warp) * 512;
+            const uint2 cg = *reinterpret_cast<const uint2*>(cw + g * 32 + t * 8);
+            const uint2 cg8 = *reinterpret_cast<const uint2*>(cw + (g + 8) * 32 + t * 8);
 #pragma unroll
             for (int jj = 0; jj < 2; ++jj) {
                 u32 pg[4], pg8[4];
-                pairs_a4_masked(jj ? cur.cg.y : cur.cg.x, mask, pg);
-                pairs_a4_masked(jj ? cur.cg8.y : cur.cg8.x, mask, pg8);
+                pairs_a4_masked(jj ? cg.y : cg.x, mask, pg);
+                pairs_a4_masked(jj ? cg8.y : cg8.x, mask, pg8);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    a[2 * jj + h][0] = pg[2 * h];
-                    a[2 * jj + h][1] = pg8[2 * h];
-                    a[2 * jj + h][2] = pg[2 * h + 1];
-                    a[2 * jj + h][3] = pg8[2 * h + 1];
+                    a[m][2 * jj + h][0] = pg[2 * h];
+                    a[m][2 * jj + h][1] = pg8[2 * h];
+                    a[m][2 * jj + h][2] = pg[2 * h + 1];
+                    a[m][2 * jj + h][3] = pg8[2 * h + 1];
                 }
             }
-            float d[4][4];
+        }
+        float d[WG_MT][4][4];
+#pragma unroll
+        for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-                for (int k = 0; k < 4; ++k) d[nt][k] = zero;
-            wg_group_mma(d, a, bt, bts);
-            // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
-            const float s0 = S::get(cur.s0), s8 = S::get(cur.s8);
-            const float sb[4] = {s0, centred_bias(s0, S::get(cur.b0)), s8, centred_bias(s8, S::get(cur.b8))};
+                for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
+        wg_group_mma(d, a, st, ring_at + (j % WG_STAGES) * WG_STAGE_BYTES);
+        // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
+        const float* xsum = reinterpret_cast<const float*>(st + WG_XSUMS);
+        float sx[4];  // row nt·TILE_ROWS + t's sum over the group
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+            const int xr = min(nt * TILE_ROWS + t, 15);
+            sx[nt] = 0.0f;
+            sx[nt] += xsum[2 * xr];
+            sx[nt] += xsum[2 * xr + 1];
+        }
+#pragma unroll
+        for (int m = 0; m < WG_MT; ++m) {
+            const typename S::raw* pr = reinterpret_cast<const typename S::raw*>(st + WG_PARAMS) + (4 * m + warp) * 32;
+            const float s0 = S::get(pr[g]), s8 = S::get(pr[g + 8]);
+            const float sb[4] = {s0, centred_bias(s0, S::get(pr[16 + g])), s8,
+                                 centred_bias(s8, S::get(pr[24 + g]))};
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt) {
-                float sx = 0.0f;
-                sx += cur.xs0[nt];
-                sx += cur.xs1[nt];
-                const HiLo v = hi_plus_lo(d[nt]);
-                acc[nt][0] = fmaf(sb[1], sx, fmaf(sb[0], v.g, acc[nt][0]));
-                acc[nt][1] = fmaf(sb[3], sx, fmaf(sb[2], v.g8, acc[nt][1]));
+                const HiLo v = hi_plus_lo(d[m][nt]);
+                acc[m][nt][0] = fmaf(sb[1], sx[nt], fmaf(sb[0], v.g, acc[m][nt][0]));
+                acc[m][nt][1] = fmaf(sb[3], sx[nt], fmaf(sb[2], v.g8, acc[m][nt][1]));
             }
-            __syncthreads();  // every warp's wgmma has read the tile before the next group overwrites it
-            cur = nxt;
         }
-        // The decode finish adds warp r's sums after warp r − 1's (a warp with no groups adds zeros).
+        const int rj = r;
+        wg_next(G, r, nw, groups);
+        if (!split && r != rj) {
+            // Residue rj is done: the decode finish adds warp rj's sums after warp rj − 1's.
+#pragma unroll
+            for (int m = 0; m < WG_MT; ++m)
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) {
+                        tot[m][nt][i] = rj == 0 ? acc[m][nt][i] : tot[m][nt][i] + acc[m][nt][i];
+                        acc[m][nt][i] = 0.0f;
+                    }
+        }
+    }
+    cp_async_wait<0>();
+    if (!split) {
+        // Residues with no groups (nw > groups) add zeros, as the decode kernels' idle warps do.
+        for (int rr = max(groups, 1); rr < nw; ++rr)
+#pragma unroll
+            for (int m = 0; m < WG_MT; ++m)
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) tot[m][nt][i] = tot[m][nt][i] + 0.0f;
+    } else {
+        // This block's sums: 8·WG_MT floats a thread, as float2s (m, nt).
+        constexpr int PER_BLOCK = 128 * 8 * WG_MT;
+        float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
+#pragma unroll
+        for (int m = 0; m < WG_MT; ++m)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) __stcg(mine + (4 * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
+        __threadfence();  // the sums are visible device-wide before the ticket says so
+        __syncthreads();
+        if (tid == 0) {
+            last = atomicAdd(&tickets[blockIdx.x], 1u) == (u32)nw - 1;
+            if (last) tickets[blockIdx.x] = 0;  // every block of this launch has taken its ticket
+        }
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        for (int rr = 0; rr < nw; ++rr) {
+            const float2* theirs =
+                reinterpret_cast<const float2*>(partial + ((size_t)rr * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
+#pragma unroll
+            for (int m = 0; m < WG_MT; ++m)
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+                    const float2 p = __ldcg(theirs + (4 * m + nt) * 128);
+                    tot[m][nt][0] = rr == 0 ? p.x : tot[m][nt][0] + p.x;
+                    tot[m][nt][1] = rr == 0 ? p.y : tot[m][nt][1] + p.y;
+                }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < WG_MT; ++m) {
+        const int tile = tile0 + 4 * m + warp;
+        if (tile >= tiles) continue;
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-            for (int i = 0; i < 2; ++i) tot[nt][i] = r == 0 ? acc[nt][i] : tot[nt][i] + acc[nt][i];
+            for (int i = 0; i < 2; ++i) {
+                const int row = nt * TILE_ROWS + t, oo = tile * MMA_OUT + g + 8 * i;
+                if (row < rows && oo < out) y[(size_t)row * out + oo] = tot[m][nt][i];
+            }
     }
-    if ((int)blockIdx.x * 4 + warp >= tiles) return;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int row = nt * TILE_ROWS + t, oo = tile * MMA_OUT + g + 8 * i;
-            if (row < rows && oo < out) y[(size_t)row * out + oo] = tot[nt][i];
-        }
 }
 
 #define WGMMA_A4(NAME, S)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(128)                                                            \
+    extern "C" __global__ void __launch_bounds__(128, 4)                                                         \
         project_wgmma_a4_g2_##NAME(const u16* xh, const u16* xl, const float* xs, const u32* codes,              \
                                    const S::raw* scales, const S::raw* biases, float* y, int rows, int out,     \
-                                   int cols, int nw) {                                                          \
+                                   int cols, int nw, const u32* b_tiles, float* partial, u32* tickets) {       \
         kernel_entry();                                                                                          \
-        project_wgmma_a4<S>(xh, xl, xs, codes, scales, biases, y, rows, out, cols, nw);                         \
+        project_wgmma_a4<S>(xh, xl, xs, codes, scales, biases, y, rows, out, cols, nw, b_tiles, partial,        \
+                            tickets);                                                                    \
     }
 WGMMA_A4(f32, F32T)
 WGMMA_A4(f16, F16T)

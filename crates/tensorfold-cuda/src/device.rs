@@ -65,6 +65,8 @@ pub struct Dev {
     max_dynamic_smem: usize,
     /// Launches of rounds of few rows recorded and sent as CUDA graphs (graph.rs); None when off.
     pub(crate) graphs: Option<Mutex<crate::graph::Recorder>>,
+    /// Zeroed counters the split wgmma launches take tickets from (each launch's last block resets its own).
+    pub(crate) tickets: CudaSlice<u32>,
 }
 
 /// Panics with a clear message on a device error inside an op (the Backend ops have no error channel; a failed
@@ -158,11 +160,15 @@ impl Dev {
             t.elapsed().as_secs_f64()
         );
         let pool = pool_enabled().then(|| ScratchPool::new(stream.clone()));
+        let tickets = stream
+            .alloc_zeros::<u32>(crate::project::WGMMA_TICKETS)
+            .map_err(|e| format!("allocating the wgmma tickets: {e:?}"))?;
         let profile = crate::profile::Profiler::from_env();
         // Graphs need the recycled buffers (steady addresses) and cannot hold the profiler's events.
         let graphs = (crate::stage::graphs_enabled() && pool.is_some() && !profile.enabled)
             .then(|| Mutex::new(crate::graph::Recorder::new(crate::stage::graph_segment())));
         Ok(Dev {
+            tickets,
             max_dynamic_smem,
             graphs,
             pool,

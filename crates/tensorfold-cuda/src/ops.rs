@@ -24,6 +24,8 @@ pub(crate) struct Prepared {
     pub(crate) hi: Buf<u16>,
     pub(crate) lo: Buf<u16>,
     pub(crate) sums: Buf<f32>,
+    /// The rows as wgmma B tiles (project_wgmma.cu), made by the first wgmma projection of these rows.
+    pub(crate) b_tiles: OnceLock<Buf<u32>>,
 }
 
 /// A small f32 parameter vector on the device.

@@ -18,12 +18,12 @@ mod wgmma;
 pub(crate) use gemm::gemm_tiles_first;
 use gemm::{gemm_for, gemm_kernel, project_gemm};
 pub(crate) use many::{many_rows, project_many};
-pub(crate) use wgmma::wgmma_enabled;
 use wgmma::{project_wgmma, wgmma_kernel};
+pub(crate) use wgmma::{wgmma_enabled, WGMMA_TICKETS};
 
 /// Whether a call of `rows` rows of `w` takes a wgmma kernel (one launch per matrix, never shared).
 pub(crate) fn takes_wgmma(w: &CudaMatrix, rows: usize) -> bool {
-    mma_kernel(w).is_some_and(|k| wgmma_kernel(&k, rows).is_some())
+    mma_kernel(w).is_some_and(|k| wgmma_kernel(&k, rows, w.rows()).is_some())
 }
 
 pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
@@ -56,7 +56,7 @@ pub(crate) fn project_layout(
         if let Some(name) = gemm_kernel(&kernel).filter(|_| gemm) {
             return project_gemm(dev, x, w, &name);
         }
-        if let Some(name) = wgmma_kernel(&kernel, rows) {
+        if let Some(name) = wgmma_kernel(&kernel, rows, out_f) {
             return project_wgmma(dev, x, w, &name);
         }
         return project_mma(dev, x, &[w], &kernel, stages).remove(0);
@@ -228,6 +228,7 @@ pub(crate) fn alloc_prepared(dev: &Dev, n: usize) -> Prepared {
         hi: dev.scratch::<u16>(n),
         lo: dev.scratch::<u16>(n),
         sums: dev.scratch::<f32>(n / 32),
+        b_tiles: OnceLock::new(),
     }
 }
 
@@ -245,7 +246,7 @@ pub(crate) fn fuse_prepare(cols: usize) -> bool {
     fusion_enabled() && mma_enabled() && cols.is_multiple_of(32)
 }
 
-fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
+pub(super) fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
     x.prepared.get_or_init(|| {
         let n = x.rows * x.cols;
         let p = alloc_prepared(dev, n);
@@ -426,14 +427,15 @@ fn tensor_core_args(dev: &Dev, x: &CudaAct, w: &CudaMatrix, y: &CudaAct) -> Vec<
 }
 
 /// Launches kernel `name` of the families that walk the decode kernels' warp split themselves (the prompt and
-/// wgmma kernels: x's tensor-core form, the weights, y, then rows, outputs, columns and mma_warps) on `grid` blocks
-/// of 128 threads, and returns y.
+/// wgmma kernels: x's tensor-core form, the weights, y, then rows, outputs, columns and mma_warps, then `tail`) on
+/// `grid` blocks of 128 threads, and returns y.
 fn launch_split_walk(
     dev: &Dev,
     x: &CudaAct,
     w: &CudaMatrix,
     name: &str,
     grid: (u32, u32, u32),
+    tail: &[Arg],
 ) -> CudaAct {
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     let y = new_act(dev, rows, out_f);
@@ -444,6 +446,7 @@ fn launch_split_walk(
         Arg::I(cols as i32),
         Arg::I(mma_warps(w) as i32),
     ]);
+    args.extend_from_slice(tail);
     let label = dev
         .profile
         .enabled

@@ -25,7 +25,7 @@ pub(crate) fn many_rows() -> usize {
 /// x Wᵢᵀ for each of `ws` (matrices sharing the input, e.g. qkv, z, b and a): tensor-core matrices of one kernel
 /// family, column count and warps share launches of up to four, each output with the bits of its own `project`;
 /// above `many_rows` rows only runs of neighbours of one shape share (b and a; k and v; gate and up). Prompt rows
-/// and every other matrix take one launch each.
+/// and every other matrix take one launch each, as do the matrices a round's wgmma kernel takes (the rest share).
 pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<CudaAct> {
     let kernel = mma_kernel(ws[0]).filter(|k| {
         many_enabled()
@@ -37,23 +37,30 @@ pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<Cu
     });
     // Prompt rows take the prompt kernel, one launch per matrix.
     let kernel = kernel.filter(|k| !(gemm_for(x.rows) && gemm_kernel(k).is_some()));
-    // Rounds the wgmma kernels take: one launch per matrix too.
-    let kernel = kernel.filter(|k| wgmma_kernel(k, x.rows).is_none());
     let Some(kernel) = kernel.filter(|_| ws.len() > 1) else {
         return ws.iter().map(|w| project(dev, x, w)).collect();
     };
-    assert_eq!(
-        x.cols,
-        ws[0].cols(),
-        "project: x has {} columns, W has {}",
-        x.cols,
-        ws[0].cols()
-    );
+    // Matrices the wgmma kernels take launch alone; the runs between them share launches.
+    let mut ys = Vec::with_capacity(ws.len());
+    let mut start = 0;
+    for (i, w) in ws.iter().enumerate() {
+        if wgmma_kernel(&kernel, x.rows, w.rows()).is_some() {
+            ys.extend(share_launches(dev, x, &ws[start..i], &kernel));
+            ys.push(project(dev, x, w));
+            start = i + 1;
+        }
+    }
+    ys.extend(share_launches(dev, x, &ws[start..], &kernel));
+    ys
+}
+
+/// x Wᵢᵀ for each of `ws` (tensor-core matrices of one family, columns and warps) in launches of up to MAX_JOBS.
+fn share_launches(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix], kernel: &str) -> Vec<CudaAct> {
     let shapes: Vec<(usize, usize)> = ws.iter().map(|w| (w.rows(), w.cols())).collect();
     let mut ys = Vec::with_capacity(ws.len());
     let mut rest = ws;
     for n in launch_runs(&shapes, x.rows <= many_rows()) {
-        ys.extend(project_mma(dev, x, &rest[..n], &kernel, mma_layout().0));
+        ys.extend(project_mma(dev, x, &rest[..n], kernel, mma_layout().0));
         rest = &rest[n..];
     }
     ys

@@ -70,7 +70,9 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
         let refs: Vec<_> = ws.iter().collect();
         for rows in [1usize, 6, 9, 64] {
             let xa = act(gpu, rows, cols, &rng.vec(rows * cols, 1.0));
-            let _ = gpu.project(&xa, &ws[0]); // x's tensor-core form, made once
+            for w in &ws {
+                let _ = gpu.project(&xa, w); // x's tensor-core forms, made once
+            }
             let before = gpu.launches();
             let ys = gpu.project_many(&xa, &refs);
             let launches = gpu.launches() - before;
@@ -84,9 +86,19 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
                 &got,
                 &want,
             );
-            // Rounds the wgmma kernels take (TENSORFOLD_CUDA_WGMMA=1) launch once per matrix.
-            let want_launches = if crate::project::takes_wgmma(&ws[0], rows) {
-                ms.len()
+            // Matrices a round's wgmma kernel takes (TENSORFOLD_CUDA_WGMMA=1) launch once each, and each run of
+            // others between them once (these runs hold at most four, of few rows).
+            let wgmma: Vec<bool> = ws
+                .iter()
+                .map(|w| crate::project::takes_wgmma(w, rows))
+                .collect();
+            let runs = wgmma
+                .iter()
+                .enumerate()
+                .filter(|&(i, &wg)| !wg && (i == 0 || wgmma[i - 1]))
+                .count();
+            let want_launches = if wgmma.contains(&true) {
+                wgmma.iter().filter(|&&wg| wg).count() + runs
             } else if rows <= crate::project::many_rows() {
                 launches_of.0
             } else {
