@@ -3,11 +3,12 @@
 //
 // Why the bits match: wgmma gives a chain of mma.sync m16n8k16 bit for bit when each k16 step holds the same
 // operands in the same slots (call 93, bench/probe/wgmma_bits.cu). A block is one warpgroup: warp w owns the 16
-// outputs of tile 4·blockIdx.x + w, as an m16 tile of the mma (the A fragments are project_stream's, unpacked the
-// same way), and the 16 rows are the 32 B columns (hi and lo side by side, TILE_ROWS rows an n-tile). The decode
-// kernels split an output's groups over nw warps (warp r folds groups r, r + nw, …) and add the warps' sums in
-// warp order; here the block walks residue r's groups in order, then adds the residue's sum to the total: the same
-// per-group scale fmas, the same order. The B tile puts each k16 step's x words where mma.sync's lanes would feed
+// outputs of tiles 8·blockIdx.x + w and 8·blockIdx.x + 4 + w, each an m16 tile of the mma (the A fragments are
+// project_stream's, unpacked the same way), and the 16 rows are the 32 B columns (hi and lo side by side, TILE_ROWS
+// rows an n-tile). The decode kernels split an output's groups over nw warps (warp r folds groups r, r + nw, …) and
+// add the warps' sums in warp order; here a block walks residue r's groups in order and the residues' sums are
+// added in residue order (by the block itself, or by the last of the blocks a split launch gives each residue):
+// the same per-group scale fmas, the same order. The B tile puts each k16 step's x words where mma.sync's lanes would feed
 // them: slot 2t (+1) of step (j, h) is word 2t + j's pair 2h, slot 2t + 8 (+9) its pair 2h + 1.
 //
 // Needs the module built for sm_90a (nvrtc.rs): for sm_90 ptxas refuses wgmma, and the kernel traps.

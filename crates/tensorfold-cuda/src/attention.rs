@@ -59,12 +59,7 @@ const BLOCK_THREADS: u32 = 256;
 /// BENCHMARKS.md). `TENSORFOLD_CUDA_ATTN_BLOCK_ROWS` sets another count, for timing runs.
 fn block_min_rows() -> usize {
     static ROWS: OnceLock<usize> = OnceLock::new();
-    *ROWS.get_or_init(|| {
-        std::env::var("TENSORFOLD_CUDA_ATTN_BLOCK_ROWS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(128)
-    })
+    *ROWS.get_or_init(|| crate::device::env_usize("TENSORFOLD_CUDA_ATTN_BLOCK_ROWS").unwrap_or(128))
 }
 
 /// Set by the backend-ops test: 0 = attn_block for chains of block_min_rows() rows or more, 1 = never, 2 = for

@@ -192,10 +192,7 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
     // blocks).
     static VM: OnceLock<Option<usize>> = OnceLock::new();
     let forced = *VM.get_or_init(|| {
-        std::env::var("TENSORFOLD_CUDA_DN_VM")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|v| matches!(v, 1 | 2 | 16))
+        crate::device::env_usize("TENSORFOLD_CUDA_DN_VM").filter(|v| matches!(v, 1 | 2 | 16))
     });
     // At most 8 blocks per head: 1 row per warp up to 64 rows, 2 up to 128 (MAX_VALUE_DIM).
     if let Some(vm) = forced.filter(|_| split) {

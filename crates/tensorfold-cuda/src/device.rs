@@ -543,6 +543,11 @@ fn launch_copies(name: &str) -> usize {
     1 + prefixes.iter().any(|p| name.starts_with(p.as_str())) as usize
 }
 
+/// The unsigned integer an environment variable holds (the tuning switches read once each), if it holds one.
+pub(crate) fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 /// Whether kernels are launched with programmatic dependent launch (see kernel_entry in common.cu): on unless
 /// `TENSORFOLD_CUDA_PDL=0` (for before/after measurements in one run). Timing only: the bits are the same.
 fn dependent_launch() -> bool {

@@ -147,11 +147,7 @@ pub(crate) const STREAM_AUTO: usize = 1;
 fn mma_layout() -> (usize, usize, usize, Option<usize>) {
     static LAYOUT: OnceLock<(usize, usize, usize, Option<usize>)> = OnceLock::new();
     *LAYOUT.get_or_init(|| {
-        let var = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-        };
+        let var = crate::device::env_usize;
         let stages = match var("TENSORFOLD_CUDA_MMA_STAGES") {
             Some(s @ (0 | 2 | 4 | 8)) => s,
             _ => STREAM_AUTO,

@@ -25,9 +25,7 @@ pub(super) fn gemm_for(rows: usize) -> bool {
         if std::env::var("TENSORFOLD_CUDA_GEMM").is_ok_and(|v| v == "0") {
             return usize::MAX;
         }
-        std::env::var("TENSORFOLD_CUDA_GEMM_ROWS")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
+        crate::device::env_usize("TENSORFOLD_CUDA_GEMM_ROWS")
             .unwrap_or(65)
             .max(1)
     });

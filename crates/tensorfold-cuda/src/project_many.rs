@@ -40,6 +40,13 @@ pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<Cu
     let Some(kernel) = kernel.filter(|_| ws.len() > 1) else {
         return ws.iter().map(|w| project(dev, x, w)).collect();
     };
+    assert_eq!(
+        x.cols,
+        ws[0].cols(),
+        "project: x has {} columns, W has {}",
+        x.cols,
+        ws[0].cols()
+    );
     // Matrices the wgmma kernels take launch alone; the runs between them share launches.
     let mut ys = Vec::with_capacity(ws.len());
     let mut start = 0;

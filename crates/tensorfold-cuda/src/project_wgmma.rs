@@ -1,9 +1,10 @@
 //! (Experimental) rounds of 5 to 16 rows of MLX 4-bit g64 weights on Hopper's warpgroup mma
 //! (project_wgmma.cu), with the decode kernels' bits: `TENSORFOLD_CUDA_WGMMA=1`, which also builds the module for
-//! sm_90a (device.rs). Off by default: not yet timed on the GPU.
+//! sm_90a (device.rs). Off by default: the decode kernels' bits on the H200, but 16-row rounds 5% slower than theirs
+//! (BENCHMARKS.md, calls 97–103).
 
 use super::{launch_split_walk, mma_warps, prepared};
-use crate::device::{Arg, Dev};
+use crate::device::{env_usize, Arg, Dev};
 use crate::ops::{blocks, CudaAct, CudaMatrix};
 use std::sync::OnceLock;
 
@@ -23,12 +24,7 @@ const MIN_OUTPUTS: usize = 1024;
 
 fn min_outputs() -> usize {
     static MIN: OnceLock<usize> = OnceLock::new();
-    *MIN.get_or_init(|| {
-        std::env::var("TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(MIN_OUTPUTS)
-    })
+    *MIN.get_or_init(|| env_usize("TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS").unwrap_or(MIN_OUTPUTS))
 }
 
 /// The wgmma kernel for a call of `rows` rows of a matrix of `outputs` outputs of the tensor-core family `family`
@@ -50,15 +46,16 @@ fn wgmma_kernel_for(family: &str, rows: usize, outputs: usize, min: usize) -> Op
 pub(crate) const WGMMA_TICKETS: usize = 4096;
 
 /// Launches of fewer blocks of outputs than this split each output's groups over mma_warps blocks (one residue
-/// each): without the split a 5,120-output matrix keeps 40 of the H200's 132 SMs busy. `TENSORFOLD_CUDA_WGMMA_SPLIT`
-/// overrides it (0: never split); the bits are the same either way.
+/// each): 4 blocks an SM (the kernel's launch bound) × the H200's 132 SMs. Without the split a 5,120-output matrix
+/// keeps 40 SMs busy (call 98: 5120×17408 in 140.5 µs, 63.5 split). `TENSORFOLD_CUDA_WGMMA_SPLIT` overrides it
+/// (0: never split); the bits are the same either way.
+const SPLIT_BELOW: usize = 4 * 132;
+
 fn split_below() -> usize {
     static BELOW: OnceLock<usize> = OnceLock::new();
     *BELOW.get_or_init(|| {
-        std::env::var("TENSORFOLD_CUDA_WGMMA_SPLIT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(528)
+        env_usize("TENSORFOLD_CUDA_WGMMA_SPLIT")
+            .unwrap_or(SPLIT_BELOW)
             .min(WGMMA_TICKETS + 1)
     })
 }
