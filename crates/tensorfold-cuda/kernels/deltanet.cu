@@ -379,7 +379,7 @@ DN_RECUR(dn_recur_ring_v, dn_recur_ring, 16)
 // blockDim, …); and the output's tensor-core form when prep != 0 (Dv % 32 == 0: whole warps in range).
 extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
     dn_norm(float* __restrict__ out, const float* __restrict__ z, const float* __restrict__ norm_w, u16* __restrict__ oh,
-            u16* __restrict__ ol, float* __restrict__ os, int Hv, int Dv, float eps, int prep) {
+            u16* __restrict__ ol, float* __restrict__ os, u16* __restrict__ obt, int Hv, int Dv, float eps, int prep) {
     kernel_entry();
     __shared__ float scratch[32];
     const size_t ob = (size_t)blockIdx.x * Hv * Dv + (size_t)blockIdx.y * Dv;
@@ -390,7 +390,7 @@ extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
     for (int j = threadIdx.x; j < Dv; j += blockDim.x) {
         const float v = norm_w[j] * (out[ob + j] * inv) * silu_f(z[ob + j]);
         out[ob + j] = v;
-        if (prep) prepare_store(ob + j, v, oh, ol, os);
+        if (prep) prepare_store(ob + j, v, oh, ol, os, obt, Hv * Dv);
     }
 }
 

@@ -58,6 +58,27 @@ __device__ __forceinline__ u32 codes_to_bf16x2(u32 p) { return centre_codes(p | 
 // A group's bias for centred codes: b + 8s, in f32 (the same fma on every path).
 __device__ __forceinline__ float centred_bias(float s, float b) { return fmaf(8.0f, s, b); }
 
+// x's wgmma B tiles (project_wgmma.cu): one 4,096-byte tile a group of 64 columns, for up to 16 rows, row r's hi
+// in B column n = 8·(r / 4) + 2·(r % 4) and its lo in column n + 1 (TILE_ROWS rows an n-tile, as the mma.sync
+// kernels' columns).
+#define WG_STEP 256    // bytes between k16 steps in the B tile (2 core matrices of 128 bytes along K)
+#define WG_TILE 4096   // the B tile of one group: 4 column groups × 8 core matrices × 128 bytes
+
+// Byte offset in the B tile of column n (0..31) at k index kk (0..63, 16 per step): core matrices of 8 columns ×
+// 8 k (16 bytes a column), K-adjacent ones 128 bytes apart (LBO), column-adjacent 1,024 (SBO): the layout the probe
+// verified.
+__device__ __forceinline__ int wg_b_at(int n, int kk) {
+    return (((n >> 3) * 8 + (kk >> 3)) * 128) + (n & 7) * 16 + (kk & 7) * 2;
+}
+
+// Byte offset in its group's B tile of row r's hi at place P (0..63) of the group in x's pair order: the k slot
+// mma.sync's lanes would feed it from (slot 2t (+1) of k16 step (j, h) is word 2t + j's pair 2h, slot 2t + 8 (+9)
+// its pair 2h + 1).
+__device__ __forceinline__ int wg_tile_at(int r, int P) {
+    const int w = P >> 3, tt = w >> 1, j = w & 1, h = (P >> 2) & 1, p2 = (P >> 1) & 1;
+    return wg_b_at(8 * (r >> 2) + 2 * (r & 3), 16 * (2 * j + h) + 2 * (4 * p2 + tt) + (P & 1));
+}
+
 // f32 → bf16 bits, round to nearest even (NaN stays NaN).
 __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
     const u32 u = __float_as_uint(f);
@@ -67,27 +88,37 @@ __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
 
 // Element i (of the flattened [rows, cols], cols % 32 == 0) of x's tensor-core form: hi and lo bf16 in the pair
 // order of each 8-column word, and the f32 sum of its 32 columns (one butterfly). A whole warp calls it on 32
-// consecutive elements, lane = i % 32, so every producer (prepare_x, rms_norm, add_rms_norm, swiglu) gives the same
-// bits for the same values.
+// consecutive elements, lane = i % 32, so every producer (prepare_x, rms_norm, add_rms_norm, swiglu, dn_norm) gives
+// the same bits for the same values. When bt is not null (rounds the wgmma kernel takes: 5 to 16 rows, cols % 64
+// == 0), hi and lo also go to the element's slots in x's wgmma B tiles (wg_tile_at): no launch of its own.
 __device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict__ xh, u16* __restrict__ xl,
-                                              float* __restrict__ xs) {
+                                              float* __restrict__ xs, u16* __restrict__ bt, int cols) {
     const float s = warp_sum(v);
     const int e = (int)(i & 7);
-    const size_t dst = (i & ~(size_t)7) + (e < 4 ? 2 * e : 2 * (e - 4) + 1);
+    const int pe = e < 4 ? 2 * e : 2 * (e - 4) + 1;  // the element's place in its word's pair order
+    const size_t dst = (i & ~(size_t)7) + pe;
     const u16 h = f32_to_bf16_rn(v);
+    const u16 l = f32_to_bf16_rn(v - bf16_to_f32(h));
     xh[dst] = h;
-    xl[dst] = f32_to_bf16_rn(v - bf16_to_f32(h));
+    xl[dst] = l;
     if ((threadIdx.x & 31) == 0) xs[i / 32] = s;
+    if (bt != nullptr) {
+        const int row = (int)(i / (size_t)cols), c = (int)(i % (size_t)cols);
+        unsigned char* tile = reinterpret_cast<unsigned char*>(bt) + (size_t)(c >> 6) * WG_TILE;
+        const int at = wg_tile_at(row, (c & 56) + pe);
+        *reinterpret_cast<u16*>(tile + at) = h;
+        *reinterpret_cast<u16*>(tile + at + 16) = l;  // lo is the next B column: 16 bytes on (wg_b_at)
+    }
 }
 
 // x [rows, cols] f32 → its tensor-core form (prepare_store), one thread per element; cols % 32 == 0, so a warp is
 // wholly in range or wholly out.
 extern "C" __global__ void prepare_x(const float* __restrict__ x, u16* __restrict__ xh, u16* __restrict__ xl,
-                                     float* __restrict__ xs, int rows, int cols) {
+                                     float* __restrict__ xs, u16* __restrict__ bt, int rows, int cols) {
     kernel_entry();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)rows * cols) return;
-    prepare_store(i, x[i], xh, xl, xs);
+    prepare_store(i, x[i], xh, xl, xs, bt, cols);
 }
 
 // The four pairs of one word of 4-bit codes.
@@ -336,9 +367,11 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
 // Launches of several matrices sharing x (project.rs project_many): which of up to four a block takes, given
 // the tiles (tile_block) where the second, third and fourth start (ascending; INT_MAX when absent), and that
 // matrix's value of a per-matrix argument.
-__device__ __forceinline__ int job_of(int start1, int start2, int start3) {
-    const int b = tile_block();
+__device__ __forceinline__ int job_of_block(int b, int start1, int start2, int start3) {
     return (b >= start1) + (b >= start2) + (b >= start3);
+}
+__device__ __forceinline__ int job_of(int start1, int start2, int start3) {
+    return job_of_block(tile_block(), start1, start2, start3);
 }
 template <typename T>
 __device__ __forceinline__ T job_pick(int j, T a, T b, T c, T d) {

@@ -8,13 +8,10 @@
 // rows an n-tile). The decode kernels split an output's groups over nw warps (warp r folds groups r, r + nw, …) and
 // add the warps' sums in warp order; here a block walks residue r's groups in order and the residues' sums are
 // added in residue order (by the block itself, or by the last of the blocks a split launch gives each residue):
-// the same per-group scale fmas, the same order. The B tile puts each k16 step's x words where mma.sync's lanes would feed
-// them: slot 2t (+1) of step (j, h) is word 2t + j's pair 2h, slot 2t + 8 (+9) its pair 2h + 1.
+// the same per-group scale fmas, the same order. The B tile puts each k16 step's x words where mma.sync's lanes would
+// feed them (project_mma.cu wg_tile_at).
 //
 // Needs the module built for sm_90a (nvrtc.rs): for sm_90 ptxas refuses wgmma, and the kernel traps.
-
-#define WG_STEP 256    // bytes between k16 steps in the B tile (2 core matrices of 128 bytes along K)
-#define WG_TILE 4096   // the B tile of one group: 4 column groups × 8 core matrices × 128 bytes
 
 // +0.0f from a shuffle, so the compiler cannot fold it.
 __device__ __forceinline__ float opaque_zero() {
@@ -23,13 +20,6 @@ __device__ __forceinline__ float opaque_zero() {
 #else
     return __shfl_sync(FULL_MASK, 0.0f, 0);
 #endif
-}
-
-// Byte offset in the B tile of column n (0..31) at k index kk (0..63, 16 per step): core matrices of 8 columns ×
-// 8 k (16 bytes a column), K-adjacent ones 128 bytes apart (LBO), column-adjacent 1,024 (SBO): the layout the probe
-// verified.
-__device__ __forceinline__ int wg_b_at(int n, int kk) {
-    return (((n >> 3) * 8 + (kk >> 3)) * 128) + (n & 7) * 16 + (kk & 7) * 2;
 }
 
 #if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -104,35 +94,6 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][4][4], u32 (&a)[W
     (void)d; (void)a; (void)bt; (void)bts;
     __trap();
 #endif
-}
-
-// Piece i (of 8) of this thread's share of a group's B tile: the 4 bytes of x for slots 2sp, 2sp + 1 of k16 step
-// q = 2j + h and column n (row n / 2 % 4 of n-tile n / 8, half n % 2): x's row, its half (lo), the column within
-// the group and the byte in the tile. The one place the tile's slot mapping is written.
-struct WgPiece {
-    int row, lo, col, dst;
-};
-__device__ __forceinline__ WgPiece wg_piece(int i, int rows) {
-    const int p = threadIdx.x + 128 * i, q = p >> 8, n = (p >> 3) & 31, sp = p & 7;  // p: the piece of the tile
-    const int j = q >> 1, h = q & 1, tt = sp & 3, p2 = sp >> 2;
-    return WgPiece{min((n >> 3) * TILE_ROWS + ((n & 7) >> 1), rows - 1), n & 1,
-                   (2 * tt + j) * 8 + 4 * h + 2 * p2, wg_b_at(n, 16 * q + 2 * sp)};
-}
-
-// x's rows as B tiles, one block (128 threads) a group of 64 columns: tiles[G] is group G's 4,096-byte tile.
-extern "C" __global__ void __launch_bounds__(128)
-    wgmma_b_tiles(const u16* __restrict__ xh, const u16* __restrict__ xl, u32* __restrict__ tiles, int rows,
-                  int cols) {
-    kernel_entry();
-    const int G = blockIdx.x;
-    if (G >= cols / 64) return;
-    unsigned char* bt = reinterpret_cast<unsigned char*>(tiles) + (size_t)G * WG_TILE;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const WgPiece pc = wg_piece(i, rows);
-        const u16* src = (pc.lo ? xl : xh) + (size_t)pc.row * cols + (size_t)G * 64 + pc.col;
-        *reinterpret_cast<u32*>(bt + pc.dst) = *reinterpret_cast<const u32*>(src);
-    }
 }
 
 // A stage of the block's copy ring: one group's B tile, its 8 tiles' codes (512 bytes each, as stored), their
@@ -218,7 +179,7 @@ __device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
 // Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
 // added in order.
 template <typename S>
-__device__ __forceinline__ void project_wgmma_a4(const u16* __restrict__ xh, const u16* __restrict__ xl,
+__device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const float* __restrict__ xs, const u32* __restrict__ codes,
                                                  const typename S::raw* __restrict__ scales,
                                                  const typename S::raw* __restrict__ biases, float* __restrict__ y,
@@ -227,7 +188,7 @@ __device__ __forceinline__ void project_wgmma_a4(const u16* __restrict__ xh, con
     __shared__ __align__(1024) unsigned char ring[WG_STAGES * WG_STAGE_BYTES];
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
-    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = (int)blockIdx.x * 4 * WG_MT;
+    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * WG_MT;
     const int groups = cols / 64;
     const bool split = gridDim.y > 1;
     // The walk: residue r0 alone (split) or every residue, as (G, r) cursors for the copies and the math.
@@ -240,7 +201,7 @@ __device__ __forceinline__ void project_wgmma_a4(const u16* __restrict__ xh, con
     const float zero = opaque_zero();
     const SmemAddr ring_at = smem_addr(ring);
     const unsigned char* btiles = reinterpret_cast<const unsigned char*>(b_tiles);
-    (void)xh, (void)xl;  // x comes as b_tiles (wgmma_b_tiles made them from xh and xl)
+    (void)xh, (void)xl;  // x comes as b_tiles (prepare_store wrote them beside xh and xl)
     const WgSources<S> src = wg_sources<S>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
     int Gi = r0, ri = r0;  // the copies' cursor
 #pragma unroll
@@ -390,14 +351,23 @@ __device__ __forceinline__ void project_wgmma_a4(const u16* __restrict__ xh, con
     }
 }
 
+// Each kernel projects x by up to four matrices of 4-bit g64 weights sharing it (qkv, z, b and a; q, k and v; gate
+// and up), as the weight stream's kernels do: blocks from start1 on belong to the second matrix, from start2 to the
+// third, from start3 to the fourth (INT_MAX: no such matrix), each with the blocks it has alone, so each output
+// gets the bits of its own launch. Tickets and partial sums are indexed by the launch's block, so split launches
+// share them too.
 #define WGMMA_A4(NAME, S)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(128, 4)                                                         \
-        project_wgmma_a4_g2_##NAME(const u16* xh, const u16* xl, const float* xs, const u32* codes,              \
-                                   const S::raw* scales, const S::raw* biases, float* y, int rows, int out,     \
-                                   int cols, int nw, const u32* b_tiles, float* partial, u32* tickets) {       \
+    extern "C" __global__ void __launch_bounds__(128, 4) project_wgmma_a4_g2_##NAME(                            \
+        const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),     \
+        int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,    \
+        u32* tickets) {                                                                                          \
         kernel_entry();                                                                                          \
-        project_wgmma_a4<S>(xh, xl, xs, codes, scales, biases, y, rows, out, cols, nw, b_tiles, partial,        \
-                            tickets);                                                                    \
+        const int j = job_of_block((int)blockIdx.x, start1, start2, start3);                                     \
+        project_wgmma_a4<S>((int)blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                \
+                            job_pick(j, codes0, codes1, codes2, codes3),                                         \
+                            job_pick(j, scales0, scales1, scales2, scales3),                                     \
+                            job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), rows,  \
+                            job_pick(j, out0, out1, out2, out3), cols, nw, b_tiles, partial, tickets);          \
     }
 WGMMA_A4(f32, F32T)
 WGMMA_A4(f16, F16T)

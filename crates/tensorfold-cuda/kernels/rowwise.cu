@@ -10,8 +10,8 @@
 // the same bits. Rows that fit are loaded once, with w, before the reduction (one memory trip, not three).
 __device__ __forceinline__ void rms_row(float* __restrict__ x, const float* __restrict__ y,
                                         const float* __restrict__ w, float* __restrict__ out, u16* __restrict__ oh,
-                                        u16* __restrict__ ol, float* __restrict__ os, int cols, float eps,
-                                        int prep) {
+                                        u16* __restrict__ ol, float* __restrict__ os, u16* __restrict__ obt,
+                                        int cols, float eps, int prep) {
     __shared__ float scratch[32];
     const size_t row0 = (size_t)blockIdx.x * cols;
     float* xr = x + row0;
@@ -44,7 +44,7 @@ __device__ __forceinline__ void rms_row(float* __restrict__ x, const float* __re
             if (c < cols) {
                 const float o = (v[k] * inv) * wv[k];
                 out[row0 + c] = o;
-                if (prep) prepare_store(row0 + c, o, oh, ol, os);
+                if (prep) prepare_store(row0 + c, o, oh, ol, os, obt, cols);
             }
         }
         return;
@@ -59,26 +59,27 @@ __device__ __forceinline__ void rms_row(float* __restrict__ x, const float* __re
     for (int c = tid; c < cols; c += nt) {
         const float o = (xr[c] * inv) * w[c];
         out[row0 + c] = o;
-        if (prep) prepare_store(row0 + c, o, oh, ol, os);
+        if (prep) prepare_store(row0 + c, o, oh, ol, os, obt, cols);
     }
 }
 
 // y = RMSNorm(x)·w per row (one block each), and y's tensor-core form when prep != 0 (no prepare_x launch).
 extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                                    u16* __restrict__ yh, u16* __restrict__ yl, float* __restrict__ ys, int cols,
-                                    float eps, int prep) {
+                                    u16* __restrict__ yh, u16* __restrict__ yl, float* __restrict__ ys,
+                                    u16* __restrict__ ybt, int cols, float eps, int prep) {
     kernel_entry();
     // x is only read when no residual is given.
-    rms_row(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, cols, eps, prep);
+    rms_row(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, ybt, cols, eps, prep);
 }
 
 // x += y, then rms_norm of the new x into out (its tensor-core form too when prep != 0): the bits of add_assign
 // then rms_norm launched with the same threads.
 extern "C" __global__ void add_rms_norm(float* __restrict__ x, const float* __restrict__ y,
                                         const float* __restrict__ w, float* __restrict__ out, u16* __restrict__ oh,
-                                        u16* __restrict__ ol, float* __restrict__ os, int cols, float eps, int prep) {
+                                        u16* __restrict__ ol, float* __restrict__ os, u16* __restrict__ obt, int cols,
+                                        float eps, int prep) {
     kernel_entry();
-    rms_row(x, y, w, out, oh, ol, os, cols, eps, prep);
+    rms_row(x, y, w, out, oh, ol, os, obt, cols, eps, prep);
 }
 
 extern "C" __global__ void add_assign(float* __restrict__ x, const float* __restrict__ y, u64 n) {
@@ -92,16 +93,16 @@ extern "C" __global__ void copy_words(const u32* __restrict__ src, u32* __restri
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
-// silu(g)·u, one thread per element, and the output's tensor-core form when prep != 0 (n % 32 == 0).
+// silu(g)·u, one thread per element, and the output's tensor-core form when prep != 0 (cols % 32 == 0).
 extern "C" __global__ void swiglu(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ out,
-                                  u16* __restrict__ oh, u16* __restrict__ ol, float* __restrict__ os, u64 n,
-                                  int prep) {
+                                  u16* __restrict__ oh, u16* __restrict__ ol, float* __restrict__ os,
+                                  u16* __restrict__ obt, u64 n, int cols, int prep) {
     kernel_entry();
     const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float v = silu_f(g[i]) * u[i];
     out[i] = v;
-    if (prep) prepare_store(i, v, oh, ol, os);
+    if (prep) prepare_store(i, v, oh, ol, os, obt, cols);
 }
 
 extern "C" __global__ void gather_rows(const float* __restrict__ x, const int* __restrict__ rows,

@@ -419,7 +419,7 @@ pub(crate) fn gated_deltanet(
     });
     // The out projection reads the tensor-core form dn_norm writes (no prepare_x launch).
     let prep = (crate::project::fuse_prepare(vt) && s.value_dim.is_multiple_of(32))
-        .then(|| crate::project::alloc_prepared(dev, r * vt));
+        .then(|| crate::project::alloc_prepared(dev, r, vt));
     recur(
         dev,
         &s,

@@ -67,7 +67,6 @@ pub fn kernel_names() -> Vec<String> {
         v.push(format!("project_mma_bf16_nt{nt}"));
     }
     v.push("project_gemm_bf16".into());
-    v.push("wgmma_b_tiles".into());
     for hd in crate::attention::BLOCK_HEAD_DIMS {
         for qt in [2, 3] {
             v.push(format!("attn_block_d{hd}_q{qt}"));

@@ -24,8 +24,8 @@ pub(crate) struct Prepared {
     pub(crate) hi: Buf<u16>,
     pub(crate) lo: Buf<u16>,
     pub(crate) sums: Buf<f32>,
-    /// The rows as wgmma B tiles (project_wgmma.cu), made by the first wgmma projection of these rows.
-    pub(crate) b_tiles: OnceLock<Buf<u32>>,
+    /// The rows as wgmma B tiles (project_wgmma.cu), written beside hi and lo, for rounds the wgmma kernel takes.
+    pub(crate) b_tiles: Option<Buf<u32>>,
 }
 
 /// A small f32 parameter vector on the device.
@@ -296,7 +296,7 @@ fn launch_norm(
     eps: f32,
 ) -> CudaAct {
     let out = new_act(dev, rows, cols);
-    let p = fuse_prepare(cols).then(|| alloc_prepared(dev, rows * cols));
+    let p = fuse_prepare(cols).then(|| alloc_prepared(dev, rows, cols));
     let mut args = inputs.to_vec();
     args.push(Arg::P(dev.ptr(&out.buf)));
     args.extend(prepared_args(dev, p.as_ref()));
@@ -308,15 +308,17 @@ fn launch_norm(
     out
 }
 
-/// The three tensor-core-form outputs of a fused kernel (hi, lo, sums), or null pointers it never touches.
-pub(crate) fn prepared_args(dev: &Dev, p: Option<&Prepared>) -> [Arg; 3] {
+/// The four tensor-core-form outputs of a fused kernel (hi, lo, sums, and the wgmma B tiles or null when the rows
+/// need none), or null pointers it never touches.
+pub(crate) fn prepared_args(dev: &Dev, p: Option<&Prepared>) -> [Arg; 4] {
     match p {
         Some(p) => [
             Arg::P(dev.ptr(&p.hi)),
             Arg::P(dev.ptr(&p.lo)),
             Arg::P(dev.ptr(&p.sums)),
+            Arg::P(p.b_tiles.as_ref().map_or(0, |t| dev.ptr(t))),
         ],
-        None => [Arg::P(0), Arg::P(0), Arg::P(0)],
+        None => [Arg::P(0), Arg::P(0), Arg::P(0), Arg::P(0)],
     }
 }
 
@@ -395,14 +397,18 @@ pub(crate) fn swiglu(dev: &Dev, gate: &CudaAct, up: &CudaAct) -> CudaAct {
     );
     let out = new_act(dev, gate.rows, gate.cols);
     let n = gate.rows * gate.cols;
-    let p = fuse_prepare(gate.cols).then(|| alloc_prepared(dev, n));
+    let p = fuse_prepare(gate.cols).then(|| alloc_prepared(dev, gate.rows, gate.cols));
     let mut args = vec![
         Arg::P(dev.ptr(&gate.buf)),
         Arg::P(dev.ptr(&up.buf)),
         Arg::P(dev.ptr(&out.buf)),
     ];
     args.extend(prepared_args(dev, p.as_ref()));
-    args.extend([Arg::P(n as u64), Arg::I(p.is_some() as i32)]);
+    args.extend([
+        Arg::P(n as u64),
+        Arg::I(gate.cols as i32),
+        Arg::I(p.is_some() as i32),
+    ]);
     dev.launch(
         "swiglu",
         (blocks(n, THREADS as usize), 1, 1),

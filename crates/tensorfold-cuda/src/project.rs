@@ -21,7 +21,8 @@ pub(crate) use many::{many_rows, project_many};
 use wgmma::{project_wgmma, wgmma_kernel};
 pub(crate) use wgmma::{wgmma_enabled, WGMMA_TICKETS};
 
-/// Whether a call of `rows` rows of `w` takes a wgmma kernel (one launch per matrix, never shared).
+/// Whether a call of `rows` rows of `w` takes a wgmma kernel (and so, in project_many, does every matrix sharing
+/// its input).
 pub(crate) fn takes_wgmma(w: &CudaMatrix, rows: usize) -> bool {
     mma_kernel(w).is_some_and(|k| wgmma_kernel(&k, rows, w.rows()).is_some())
 }
@@ -57,7 +58,7 @@ pub(crate) fn project_layout(
             return project_gemm(dev, x, w, &name);
         }
         if let Some(name) = wgmma_kernel(&kernel, rows, out_f) {
-            return project_wgmma(dev, x, w, &name);
+            return project_wgmma(dev, x, &[w], &name).remove(0);
         }
         return project_mma(dev, x, &[w], &kernel, stages).remove(0);
     }
@@ -219,12 +220,17 @@ fn stream_max_warps(wpl: usize, stages: usize, tiles: usize) -> usize {
     }
 }
 
-pub(crate) fn alloc_prepared(dev: &Dev, n: usize) -> Prepared {
+/// Room for the tensor-core form of `rows` × `cols` values, and for their wgmma B tiles when a round of that many
+/// rows takes the wgmma kernel (wgmma::takes_b_tiles): whoever writes the form writes the tiles beside it.
+pub(crate) fn alloc_prepared(dev: &Dev, rows: usize, cols: usize) -> Prepared {
+    let n = rows * cols;
+    let b_tiles =
+        wgmma::takes_b_tiles(rows, cols).then(|| dev.scratch::<u32>(wgmma::b_tile_words(cols)));
     Prepared {
         hi: dev.scratch::<u16>(n),
         lo: dev.scratch::<u16>(n),
         sums: dev.scratch::<f32>(n / 32),
-        b_tiles: OnceLock::new(),
+        b_tiles,
     }
 }
 
@@ -245,19 +251,15 @@ pub(crate) fn fuse_prepare(cols: usize) -> bool {
 pub(super) fn prepared<'a>(dev: &Dev, x: &'a CudaAct) -> &'a Prepared {
     x.prepared.get_or_init(|| {
         let n = x.rows * x.cols;
-        let p = alloc_prepared(dev, n);
+        let p = alloc_prepared(dev, x.rows, x.cols);
+        let mut args = vec![Arg::P(dev.ptr(&x.buf))];
+        args.extend(crate::ops::prepared_args(dev, Some(&p)));
+        args.extend([Arg::I(x.rows as i32), Arg::I(x.cols as i32)]);
         dev.launch(
             "prepare_x",
             (blocks(n, THREADS as usize), 1, 1),
             THREADS,
-            &[
-                Arg::P(dev.ptr(&x.buf)),
-                Arg::P(dev.ptr(&p.hi)),
-                Arg::P(dev.ptr(&p.lo)),
-                Arg::P(dev.ptr(&p.sums)),
-                Arg::I(x.rows as i32),
-                Arg::I(x.cols as i32),
-            ],
+            &args,
         );
         p
     })
@@ -422,16 +424,15 @@ fn tensor_core_args(dev: &Dev, x: &CudaAct, w: &CudaMatrix, y: &CudaAct) -> Vec<
     args
 }
 
-/// Launches kernel `name` of the families that walk the decode kernels' warp split themselves (the prompt and
-/// wgmma kernels: x's tensor-core form, the weights, y, then rows, outputs, columns and mma_warps, then `tail`) on
-/// `grid` blocks of 128 threads, and returns y.
+/// Launches kernel `name` of the families that walk the decode kernels' warp split themselves (the prompt
+/// kernel: x's tensor-core form, the weights, y, then rows, outputs, columns and mma_warps) on `grid` blocks of
+/// 128 threads, and returns y.
 fn launch_split_walk(
     dev: &Dev,
     x: &CudaAct,
     w: &CudaMatrix,
     name: &str,
     grid: (u32, u32, u32),
-    tail: &[Arg],
 ) -> CudaAct {
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     let y = new_act(dev, rows, out_f);
@@ -442,7 +443,6 @@ fn launch_split_walk(
         Arg::I(cols as i32),
         Arg::I(mma_warps(w) as i32),
     ]);
-    args.extend_from_slice(tail);
     let label = dev
         .profile
         .enabled

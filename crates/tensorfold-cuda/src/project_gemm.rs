@@ -43,7 +43,7 @@ pub(super) fn gemm_kernel(family: &str) -> Option<String> {
 /// split as the decode kernels split them (mma_warps), so the bits are theirs.
 pub(super) fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
     let grid = (blocks(w.rows(), 64), blocks(x.rows, 64), 1);
-    launch_split_walk(dev, x, w, name, grid, &[])
+    launch_split_walk(dev, x, w, name, grid)
 }
 
 #[cfg(test)]

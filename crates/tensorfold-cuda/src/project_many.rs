@@ -2,8 +2,8 @@
 //! tensor-core kernels (project.rs project_mma), each output with the bits of its own projection.
 
 use super::{
-    gemm_for, gemm_kernel, mma_kernel, mma_layout, mma_warps, project, project_mma, wgmma_kernel,
-    MAX_JOBS,
+    gemm_for, gemm_kernel, mma_kernel, mma_layout, mma_warps, project, project_mma, project_wgmma,
+    wgmma_kernel, MAX_JOBS,
 };
 use crate::device::Dev;
 use crate::ops::{CudaAct, CudaMatrix};
@@ -24,8 +24,9 @@ pub(crate) fn many_rows() -> usize {
 
 /// x Wᵢᵀ for each of `ws` (matrices sharing the input, e.g. qkv, z, b and a): tensor-core matrices of one kernel
 /// family, column count and warps share launches of up to four, each output with the bits of its own `project`;
-/// above `many_rows` rows only runs of neighbours of one shape share (b and a; k and v; gate and up). Prompt rows
-/// and every other matrix take one launch each, as do the matrices a round's wgmma kernel takes (the rest share).
+/// above `many_rows` rows only runs of neighbours of one shape share (b and a; k and v; gate and up). A round the
+/// wgmma kernel takes for any of them takes it for all, in launches of up to four. Prompt rows and every other
+/// matrix take one launch each.
 pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<CudaAct> {
     let kernel = mma_kernel(ws[0]).filter(|k| {
         many_enabled()
@@ -47,18 +48,18 @@ pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<Cu
         x.cols,
         ws[0].cols()
     );
-    // Matrices the wgmma kernels take launch alone; the runs between them share launches.
-    let mut ys = Vec::with_capacity(ws.len());
-    let mut start = 0;
-    for (i, w) in ws.iter().enumerate() {
-        if wgmma_kernel(&kernel, x.rows, w.rows()).is_some() {
-            ys.extend(share_launches(dev, x, &ws[start..i], &kernel));
-            ys.push(project(dev, x, w));
-            start = i + 1;
-        }
+    // A round the wgmma kernel takes for any of the matrices takes it for all (the small ones, DeltaNet's b and a,
+    // then cost a block each instead of a launch of the weight stream), in launches of up to MAX_JOBS.
+    if let Some(name) = ws
+        .iter()
+        .find_map(|w| wgmma_kernel(&kernel, x.rows, w.rows()))
+    {
+        return ws
+            .chunks(MAX_JOBS)
+            .flat_map(|run| project_wgmma(dev, x, run, &name))
+            .collect();
     }
-    ys.extend(share_launches(dev, x, &ws[start..], &kernel));
-    ys
+    share_launches(dev, x, ws, &kernel)
 }
 
 /// x Wᵢᵀ for each of `ws` (tensor-core matrices of one family, columns and warps) in launches of up to MAX_JOBS.

@@ -3,9 +3,9 @@
 //! sm_90a (device.rs). Off by default: the decode kernels' bits on the H200, but 16-row rounds 5% slower than theirs
 //! (BENCHMARKS.md, calls 97–103).
 
-use super::{launch_split_walk, mma_warps, prepared};
+use super::{mma_warps, prepared, weight_args, MAX_JOBS};
 use crate::device::{env_usize, Arg, Dev};
-use crate::ops::{blocks, CudaAct, CudaMatrix};
+use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
 use std::sync::OnceLock;
 
 /// Whether `TENSORFOLD_CUDA_WGMMA=1` asks for the wgmma kernels.
@@ -60,50 +60,101 @@ fn split_below() -> usize {
     })
 }
 
-/// y = x Wᵀ by wgmma kernel `name`: blocks of one warpgroup, 128 outputs (two tiles a warp) × up to 16 rows, each
-/// output's groups walked in the decode kernels' warp split (mma_warps), so the bits are theirs; split over
-/// mma_warps blocks an output block when the matrix has few outputs (split_below), their sums added in order by
-/// the last to finish.
-pub(super) fn project_wgmma(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
-    let out_blocks = blocks(w.rows(), BLOCK_OUTPUTS);
+/// x Wᵢᵀ for each of `ws` (4-bit g64 matrices of x's columns and one mma_warps; at most MAX_JOBS) in one launch of
+/// wgmma kernel `name`: blocks of one warpgroup, 128 outputs (two tiles a warp) × up to 16 rows, matrix j's blocks
+/// after those of the matrices before it, each output's groups walked in the decode kernels' warp split
+/// (mma_warps), so the bits are theirs; split over mma_warps blocks an output block when the launch has few blocks
+/// (split_below), their sums added in order by the last to finish.
+pub(super) fn project_wgmma(
+    dev: &Dev,
+    x: &CudaAct,
+    ws: &[&CudaMatrix],
+    name: &str,
+) -> Vec<CudaAct> {
+    assert!(
+        !ws.is_empty() && ws.len() <= MAX_JOBS,
+        "a wgmma launch of {} matrices",
+        ws.len()
+    );
+    let nw = mma_warps(ws[0]);
+    assert!(
+        ws.iter().all(|w| w.cols() == x.cols && mma_warps(w) == nw),
+        "a shared wgmma launch of matrices of other columns or warps"
+    );
+    let rows = x.rows;
+    let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
+    let p = prepared(dev, x);
     let tiles = Arg::P(dev.ptr(b_tiles(dev, x)));
-    if (out_blocks as usize) < split_below() {
-        let nw = mma_warps(w);
-        let partial = dev.scratch::<f32>(nw * out_blocks as usize * BLOCK_OUTPUTS * 16);
-        let tail = [
-            tiles,
-            Arg::P(dev.ptr(&partial)),
-            Arg::P(dev.ptr(&dev.tickets)),
-        ];
-        launch_split_walk(dev, x, w, name, (out_blocks, nw as u32, 1), &tail)
-    } else {
-        // Unused by a launch of one block per output block, but the kernel's arguments all the same.
-        let tail = [tiles, Arg::P(0), Arg::P(dev.ptr(&dev.tickets))];
-        launch_split_walk(dev, x, w, name, (out_blocks, 1, 1), &tail)
+    let mut args = vec![
+        Arg::P(dev.ptr(&p.hi)),
+        Arg::P(dev.ptr(&p.lo)),
+        Arg::P(dev.ptr(&p.sums)),
+    ];
+    // Matrix j's blocks follow those of the matrices before it; absent ones repeat the first's arguments and start
+    // at i32::MAX, so no block takes them.
+    let mut out_blocks = 0u32;
+    for j in 0..MAX_JOBS {
+        let (w, y) = match ws.get(j) {
+            Some(w) => (*w, &ys[j]),
+            None => (ws[0], &ys[0]),
+        };
+        args.extend(weight_args(dev, w));
+        args.push(Arg::P(dev.ptr(&y.buf)));
+        args.push(Arg::I(w.rows() as i32));
+        if j > 0 {
+            args.push(Arg::I(if j < ws.len() {
+                out_blocks as i32
+            } else {
+                i32::MAX
+            }));
+        }
+        if j < ws.len() {
+            out_blocks += blocks(w.rows(), BLOCK_OUTPUTS);
+        }
     }
+    args.extend([
+        Arg::I(rows as i32),
+        Arg::I(x.cols as i32),
+        Arg::I(nw as i32),
+        tiles,
+    ]);
+    let split = (out_blocks as usize) < split_below();
+    // The split launch's partial sums; unused by a launch of one block per output block, but an argument all the same.
+    let partial = split.then(|| dev.scratch::<f32>(nw * out_blocks as usize * BLOCK_OUTPUTS * 16));
+    args.push(Arg::P(partial.as_ref().map_or(0, |b| dev.ptr(b))));
+    args.push(Arg::P(dev.ptr(&dev.tickets)));
+    let label = dev.profile.enabled.then(|| {
+        let shapes: Vec<String> = ws
+            .iter()
+            .map(|w| format!("{}x{}", w.rows(), x.cols))
+            .collect();
+        format!("{name} {}", shapes.join("+"))
+    });
+    let grid = (out_blocks, if split { nw as u32 } else { 1 }, 1);
+    dev.launch_as(name, label.as_deref(), grid, 128, &args);
+    ys
 }
 
-/// x's rows as the B tiles of its column groups (4,096 bytes a group of 64 columns), made once per x: every
-/// block of every matrix projected from x then copies a group's tile as 16-byte pieces.
+/// Whether the tensor-core form of `rows` × `cols` values also needs its wgmma B tiles: rounds the wgmma kernel
+/// takes (5 to 16 rows, whole groups of 64), with the switch on. The producers of the form then write them
+/// (project_mma.cu prepare_store).
+pub(crate) fn takes_b_tiles(rows: usize, cols: usize) -> bool {
+    wgmma_enabled() && (5..=16).contains(&rows) && cols.is_multiple_of(64)
+}
+
+/// Words of x's B tiles: 4,096 bytes a group of 64 columns.
+pub(crate) fn b_tile_words(cols: usize) -> usize {
+    cols / 64 * 1024
+}
+
+/// x's rows as the B tiles of its column groups, written beside its tensor-core form (alloc_prepared gives every
+/// round the wgmma kernel takes room for them): every block of every matrix projected from x copies a group's tile
+/// as 16-byte pieces.
 fn b_tiles<'a>(dev: &Dev, x: &'a CudaAct) -> &'a crate::scratch::Buf<u32> {
-    let p = prepared(dev, x);
-    p.b_tiles.get_or_init(|| {
-        let groups = x.cols / 64;
-        let t = dev.scratch::<u32>(groups * 1024);
-        dev.launch(
-            "wgmma_b_tiles",
-            (groups.max(1) as u32, 1, 1),
-            128,
-            &[
-                Arg::P(dev.ptr(&p.hi)),
-                Arg::P(dev.ptr(&p.lo)),
-                Arg::P(dev.ptr(&t)),
-                Arg::I(x.rows as i32),
-                Arg::I(x.cols as i32),
-            ],
-        );
-        t
-    })
+    prepared(dev, x)
+        .b_tiles
+        .as_ref()
+        .expect("a wgmma projection of rows whose tensor-core form has no B tiles")
 }
 
 #[cfg(test)]

@@ -86,19 +86,14 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
                 &got,
                 &want,
             );
-            // Matrices a round's wgmma kernel takes (TENSORFOLD_CUDA_WGMMA=1) launch once each, and each run of
-            // others between them once (these runs hold at most four, of few rows).
-            let wgmma: Vec<bool> = ws
+            // A round the wgmma kernel (TENSORFOLD_CUDA_WGMMA=1) takes for any of the matrices takes it for all,
+            // in launches of up to four, when they are of one format.
+            let wgmma = ws.iter().any(|w| crate::project::takes_wgmma(w, rows));
+            let one_format = ms
                 .iter()
-                .map(|w| crate::project::takes_wgmma(w, rows))
-                .collect();
-            let runs = wgmma
-                .iter()
-                .enumerate()
-                .filter(|&(i, &wg)| !wg && (i == 0 || wgmma[i - 1]))
-                .count();
-            let want_launches = if wgmma.contains(&true) {
-                wgmma.iter().filter(|&&wg| wg).count() + runs
+                .all(|m| std::mem::discriminant(m) == std::mem::discriminant(&ms[0]));
+            let want_launches = if wgmma && one_format {
+                ws.len().div_ceil(4)
             } else if rows <= crate::project::many_rows() {
                 launches_of.0
             } else {
