@@ -1,4 +1,4 @@
-// project_wgmma.cu: (experimental, TENSORFOLD_CUDA_WGMMA=1) rounds of 5 to 16 rows of MLX 4-bit g64 weights on
+// project_wgmma.cu: (Hopper; project_wgmma.rs says which rounds) rounds of up to 16 rows of MLX 4-bit g64 weights on
 // Hopper's warpgroup mma (wgmma m64n32k16), with the bits of the decode kernels (project_stream.cu).
 //
 // Why the bits match: wgmma gives a chain of mma.sync m16n8k16 bit for bit when each k16 step holds the same
@@ -33,8 +33,10 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 #define WG_MT 2
 
 // d[m] += A[m]·B for the group's four k16 steps and the block's m64 blocks m: a[m][q] the A fragment of step q,
-// the B tile at `bt` (`bts` its shared address). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
-__device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][4][4], u32 (&a)[WG_MT][4][4],
+// the B tile at `bt` (`bts` its shared address), NT n-tiles of 8 columns (4: 16 rows, m64n32k16; 2: 8 rows,
+// m64n16k16). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
+template <int NT>
+__device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][NT][4], u32 (&a)[WG_MT][4][4],
                                              const unsigned char* bt, SmemAddr bts) {
 #ifdef TF_EMU
     // The emulator feeds each n-tile to its mma.sync model with the B words mma.sync's lanes would hold.
@@ -42,7 +44,7 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][4][4], u32 (&a)[W
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     for (int q = 0; q < 4; ++q)
         for (int m = 0; m < WG_MT; ++m)
-            for (int nt = 0; nt < 4; ++nt) {
+            for (int nt = 0; nt < NT; ++nt) {
                 const unsigned char* s = bt + q * WG_STEP;
                 const u32 b0 = *reinterpret_cast<const u32*>(s + wg_b_at(nt * 8 + g, 2 * t));
                 const u32 b1 = *reinterpret_cast<const u32*>(s + wg_b_at(nt * 8 + g, 2 * t + 8));
@@ -56,7 +58,7 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][4][4], u32 (&a)[W
 #pragma unroll
     for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
 #pragma unroll
@@ -70,24 +72,35 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][4][4], u32 (&a)[W
     for (int q = 0; q < 4; ++q) {
         const u64 desc = wg_desc(bts + q * WG_STEP);
 #pragma unroll
-        for (int m = 0; m < WG_MT; ++m)
-            asm volatile(
-                "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
-                : "+f"(d[m][0][0]), "+f"(d[m][0][1]), "+f"(d[m][0][2]), "+f"(d[m][0][3]), "+f"(d[m][1][0]),
-                  "+f"(d[m][1][1]), "+f"(d[m][1][2]), "+f"(d[m][1][3]), "+f"(d[m][2][0]), "+f"(d[m][2][1]),
-                  "+f"(d[m][2][2]), "+f"(d[m][2][3]), "+f"(d[m][3][0]), "+f"(d[m][3][1]), "+f"(d[m][3][2]),
-                  "+f"(d[m][3][3])
-                : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc)
-                : "memory");
+        for (int m = 0; m < WG_MT; ++m) {
+            if constexpr (NT == 4)
+                asm volatile(
+                    "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                    "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                    : "+f"(d[m][0][0]), "+f"(d[m][0][1]), "+f"(d[m][0][2]), "+f"(d[m][0][3]), "+f"(d[m][1][0]),
+                      "+f"(d[m][1][1]), "+f"(d[m][1][2]), "+f"(d[m][1][3]), "+f"(d[m][NT - 2][0]),
+                      "+f"(d[m][NT - 2][1]), "+f"(d[m][NT - 2][2]), "+f"(d[m][NT - 2][3]), "+f"(d[m][NT - 1][0]),
+                      "+f"(d[m][NT - 1][1]), "+f"(d[m][NT - 1][2]), "+f"(d[m][NT - 1][3])
+                    : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc)
+                    : "memory");
+            else
+                asm volatile(
+                    "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                    "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+                    "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+                    : "+f"(d[m][0][0]), "+f"(d[m][0][1]), "+f"(d[m][0][2]), "+f"(d[m][0][3]), "+f"(d[m][NT - 1][0]),
+                      "+f"(d[m][NT - 1][1]), "+f"(d[m][NT - 1][2]), "+f"(d[m][NT - 1][3])
+                    : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc)
+                    : "memory");
+        }
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
     for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
 #else
@@ -147,14 +160,14 @@ __device__ __forceinline__ WgSources<S> wg_sources(int tile0, int tiles, const u
 
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
 // past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
-template <typename S>
+template <typename S, int NT>
 __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S>& src) {
     using W = WgSources<S>;
     const int tid = threadIdx.x;
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
     cp_async16(sa + tid * 16, bt, true);
-    cp_async16(sa + 2048 + tid * 16, bt + 2048, true);
+    if (NT == 4) cp_async16(sa + 2048 + tid * 16, bt + 2048, true);  // columns 16..31 (rows 8..15)
 #pragma unroll
     for (int m = 0; m < WG_MT; ++m) cp_async16(sa + WG_CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
     // Runs of scales and biases side by side: run k (tile k / 2, biases if odd) at WG_PARAMS + k·16 raw values.
@@ -178,7 +191,7 @@ __device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
 // finish (a ticket each) adds them in residue order and writes y, then resets its ticket for the next launch.
 // Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
 // added in order.
-template <typename S>
+template <typename S, int NT>
 __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const float* __restrict__ xs, const u32* __restrict__ codes,
                                                  const typename S::raw* __restrict__ scales,
@@ -207,16 +220,16 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
     for (int s = 0; s < WG_STAGES - 1; ++s) {
         if (s < jobs) {
-            wg_issue<S>(ring + s * WG_STAGE_BYTES, Gi, src);
+            wg_issue<S, NT>(ring + s * WG_STAGE_BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
     }
-    float tot[WG_MT][4][2], acc[WG_MT][4][2];
+    float tot[WG_MT][NT][2], acc[WG_MT][NT][2];
 #pragma unroll
     for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) tot[m][nt][0] = tot[m][nt][1] = acc[m][nt][0] = acc[m][nt][1] = 0.0f;
+        for (int nt = 0; nt < NT; ++nt) tot[m][nt][0] = tot[m][nt][1] = acc[m][nt][0] = acc[m][nt][1] = 0.0f;
     int G = r0, r = r0;  // the math's cursor
     for (int j = 0; j < jobs; ++j) {
         cp_async_wait<WG_STAGES - 2>();  // this thread's copies of group j have landed
@@ -225,7 +238,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #endif
         __syncthreads();  // every thread's copies of group j are in; every warp is done with group j − 1's stage
         if (j + WG_STAGES - 1 < jobs) {
-            wg_issue<S>(ring + ((j + WG_STAGES - 1) % WG_STAGES) * WG_STAGE_BYTES, Gi, src);
+            wg_issue<S, NT>(ring + ((j + WG_STAGES - 1) % WG_STAGES) * WG_STAGE_BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
@@ -251,19 +264,19 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
                 }
             }
         }
-        float d[WG_MT][4][4];
+        float d[WG_MT][NT][4];
 #pragma unroll
         for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt)
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                 for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
-        wg_group_mma(d, a, st, ring_at + (j % WG_STAGES) * WG_STAGE_BYTES);
+        wg_group_mma<NT>(d, a, st, ring_at + (j % WG_STAGES) * WG_STAGE_BYTES);
         // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
         const float* xsum = reinterpret_cast<const float*>(st + WG_XSUMS);
-        float sx[4];  // row nt·TILE_ROWS + t's sum over the group
+        float sx[NT];  // row nt·TILE_ROWS + t's sum over the group
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
+        for (int nt = 0; nt < NT; ++nt) {
             const int xr = min(nt * TILE_ROWS + t, 15);
             sx[nt] = 0.0f;
             sx[nt] += xsum[2 * xr];
@@ -276,7 +289,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
             const float sb[4] = {s0, centred_bias(s0, S::get(pr[16 + g])), s8,
                                  centred_bias(s8, S::get(pr[24 + g]))};
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
+            for (int nt = 0; nt < NT; ++nt) {
                 const HiLo v = hi_plus_lo(d[m][nt]);
                 acc[m][nt][0] = fmaf(sb[1], sx[nt], fmaf(sb[0], v.g, acc[m][nt][0]));
                 acc[m][nt][1] = fmaf(sb[3], sx[nt], fmaf(sb[2], v.g8, acc[m][nt][1]));
@@ -289,7 +302,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
             for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-                for (int nt = 0; nt < 4; ++nt)
+                for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                     for (int i = 0; i < 2; ++i) {
                         tot[m][nt][i] = rj == 0 ? acc[m][nt][i] : tot[m][nt][i] + acc[m][nt][i];
@@ -304,7 +317,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
             for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-                for (int nt = 0; nt < 4; ++nt)
+                for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                     for (int i = 0; i < 2; ++i) tot[m][nt][i] = tot[m][nt][i] + 0.0f;
     } else {
@@ -314,7 +327,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
         for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt) __stcg(mine + (4 * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
+            for (int nt = 0; nt < NT; ++nt) __stcg(mine + (4 * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
         __threadfence();  // the sums are visible device-wide before the ticket says so
         __syncthreads();
         if (tid == 0) {
@@ -330,7 +343,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
             for (int m = 0; m < WG_MT; ++m)
 #pragma unroll
-                for (int nt = 0; nt < 4; ++nt) {
+                for (int nt = 0; nt < NT; ++nt) {
                     const float2 p = __ldcg(theirs + (4 * m + nt) * 128);
                     tot[m][nt][0] = rr == 0 ? p.x : tot[m][nt][0] + p.x;
                     tot[m][nt][1] = rr == 0 ? p.y : tot[m][nt][1] + p.y;
@@ -342,7 +355,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         const int tile = tile0 + 4 * m + warp;
         if (tile >= tiles) continue;
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const int row = nt * TILE_ROWS + t, oo = tile * MMA_OUT + g + 8 * i;
@@ -356,19 +369,22 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 // third, from start3 to the fourth (INT_MAX: no such matrix), each with the blocks it has alone, so each output
 // gets the bits of its own launch. Tickets and partial sums are indexed by the launch's block, so split launches
 // share them too.
-#define WGMMA_A4(NAME, S)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(128, 4) project_wgmma_a4_g2_##NAME(                            \
+#define WGMMA_A4(NAME, S, NT, SUF)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(128, 4) project_wgmma_a4_g2_##NAME##SUF(                            \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),     \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,    \
         u32* tickets) {                                                                                          \
         kernel_entry();                                                                                          \
         const int j = job_of_block((int)blockIdx.x, start1, start2, start3);                                     \
-        project_wgmma_a4<S>((int)blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                \
+        project_wgmma_a4<S, NT>((int)blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                \
                             job_pick(j, codes0, codes1, codes2, codes3),                                         \
                             job_pick(j, scales0, scales1, scales2, scales3),                                     \
                             job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), rows,  \
                             job_pick(j, out0, out1, out2, out3), cols, nw, b_tiles, partial, tickets);          \
     }
-WGMMA_A4(f32, F32T)
-WGMMA_A4(f16, F16T)
-WGMMA_A4(bf16, BF16T)
+WGMMA_A4(f32, F32T, 4, )
+WGMMA_A4(f16, F16T, 4, )
+WGMMA_A4(bf16, BF16T, 4, )
+WGMMA_A4(f32, F32T, 2, _n16)
+WGMMA_A4(f16, F16T, 2, _n16)
+WGMMA_A4(bf16, BF16T, 2, _n16)

@@ -67,6 +67,9 @@ pub struct Dev {
     pub(crate) graphs: Option<Mutex<crate::graph::Recorder>>,
     /// Zeroed counters the split wgmma launches take tickets from (each launch's last block resets its own).
     pub(crate) tickets: CudaSlice<u32>,
+    /// Whether rounds of 9 to 16 rows take the wgmma kernels (project_wgmma.rs): on Hopper (compute capability
+    /// 9.0, the module then built for sm_90a) unless `TENSORFOLD_CUDA_WGMMA=0`.
+    pub(crate) wgmma: bool,
 }
 
 /// Panics with a clear message on a device error inside an op (the Backend ops have no error channel; a failed
@@ -108,12 +111,9 @@ impl Dev {
         unsafe { sys::cuDriverGetVersion(&mut driver) }
             .result()
             .map_err(|e| format!("driver version: {e:?}"))?;
-        // The wgmma kernels (TENSORFOLD_CUDA_WGMMA=1) need Hopper's arch-specific target.
-        let suffix = if crate::project::wgmma_enabled() && (major, minor) == (9, 0) {
-            "a"
-        } else {
-            ""
-        };
+        // The wgmma kernels need Hopper's arch-specific target (sm_90a); they run on Hopper only.
+        let wgmma = crate::project::wgmma_switch() && (major, minor) == (9, 0);
+        let suffix = if wgmma { "a" } else { "" };
         let arch = format!("sm_{major}{minor}{suffix}");
         let t = std::time::Instant::now();
         let (cubin, cached) = nvrtc::program_cubin(&arch, driver)?;
@@ -169,6 +169,7 @@ impl Dev {
             .then(|| Mutex::new(crate::graph::Recorder::new(crate::stage::graph_segment())));
         Ok(Dev {
             tickets,
+            wgmma,
             max_dynamic_smem,
             graphs,
             pool,

@@ -62,6 +62,7 @@ pub fn kernel_names() -> Vec<String> {
             v.push(format!("project_gemm_a4_g{g}_{dt}"));
         }
         v.push(format!("project_wgmma_a4_g2_{dt}"));
+        v.push(format!("project_wgmma_a4_g2_{dt}_n16"));
     }
     for nt in [1, 2, 4] {
         v.push(format!("project_mma_bf16_nt{nt}"));

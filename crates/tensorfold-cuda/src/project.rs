@@ -19,12 +19,12 @@ pub(crate) use gemm::gemm_tiles_first;
 use gemm::{gemm_for, gemm_kernel, project_gemm};
 pub(crate) use many::{many_rows, project_many};
 use wgmma::{project_wgmma, wgmma_kernel};
-pub(crate) use wgmma::{wgmma_enabled, WGMMA_TICKETS};
+pub(crate) use wgmma::{wgmma_switch, WGMMA_TICKETS};
 
 /// Whether a call of `rows` rows of `w` takes a wgmma kernel (and so, in project_many, does every matrix sharing
 /// its input).
-pub(crate) fn takes_wgmma(w: &CudaMatrix, rows: usize) -> bool {
-    mma_kernel(w).is_some_and(|k| wgmma_kernel(&k, rows, w.rows()).is_some())
+pub(crate) fn takes_wgmma(dev: &Dev, w: &CudaMatrix, rows: usize) -> bool {
+    mma_kernel(w).is_some_and(|k| wgmma_kernel(dev, &k, rows, w.rows()).is_some())
 }
 
 pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
@@ -57,7 +57,7 @@ pub(crate) fn project_layout(
         if let Some(name) = gemm_kernel(&kernel).filter(|_| gemm) {
             return project_gemm(dev, x, w, &name);
         }
-        if let Some(name) = wgmma_kernel(&kernel, rows, out_f) {
+        if let Some(name) = wgmma_kernel(dev, &kernel, rows, out_f) {
             return project_wgmma(dev, x, &[w], &name).remove(0);
         }
         return project_mma(dev, x, &[w], &kernel, stages).remove(0);
@@ -224,8 +224,8 @@ fn stream_max_warps(wpl: usize, stages: usize, tiles: usize) -> usize {
 /// rows takes the wgmma kernel (wgmma::takes_b_tiles): whoever writes the form writes the tiles beside it.
 pub(crate) fn alloc_prepared(dev: &Dev, rows: usize, cols: usize) -> Prepared {
     let n = rows * cols;
-    let b_tiles =
-        wgmma::takes_b_tiles(rows, cols).then(|| dev.scratch::<u32>(wgmma::b_tile_words(cols)));
+    let b_tiles = wgmma::takes_b_tiles(dev, rows, cols)
+        .then(|| dev.scratch::<u32>(wgmma::b_tile_words(cols)));
     Prepared {
         hi: dev.scratch::<u16>(n),
         lo: dev.scratch::<u16>(n),

@@ -52,7 +52,7 @@ pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<Cu
     // then cost a block each instead of a launch of the weight stream), in launches of up to MAX_JOBS.
     if let Some(name) = ws
         .iter()
-        .find_map(|w| wgmma_kernel(&kernel, x.rows, w.rows()))
+        .find_map(|w| wgmma_kernel(dev, &kernel, x.rows, w.rows()))
     {
         return ws
             .chunks(MAX_JOBS)

@@ -1,25 +1,25 @@
-//! (Experimental) rounds of 5 to 16 rows of MLX 4-bit g64 weights on Hopper's warpgroup mma
-//! (project_wgmma.cu), with the decode kernels' bits: `TENSORFOLD_CUDA_WGMMA=1`, which also builds the module for
-//! sm_90a (device.rs). Off by default: the decode kernels' bits on the H200, but 16-row rounds 5% slower than theirs
-//! (BENCHMARKS.md, calls 97–103).
+//! Rounds of 9 to 16 rows of MLX 4-bit g64 weights on Hopper's warpgroup mma (project_wgmma.cu), with the decode
+//! kernels' bits: on Hopper unless `TENSORFOLD_CUDA_WGMMA=0` (the module is then built for sm_90a, device.rs).
+//! 27B MLX4 rounds of 16 rows take 12.9 ms on it against 14.2 on the decode kernels (BENCHMARKS.md, call 105).
 
 use super::{mma_warps, prepared, weight_args, MAX_JOBS};
 use crate::device::{env_usize, Arg, Dev};
 use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
 use std::sync::OnceLock;
 
-/// Whether `TENSORFOLD_CUDA_WGMMA=1` asks for the wgmma kernels.
-pub(crate) fn wgmma_enabled() -> bool {
+/// Whether the wgmma kernels may run where the device has them (Dev::wgmma, Hopper): on unless
+/// `TENSORFOLD_CUDA_WGMMA=0` (for same-run comparisons; the bits are the same either way).
+pub(crate) fn wgmma_switch() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA").map_or(true, |v| v != "0"))
 }
 
 /// Outputs a block computes (project_wgmma.cu: 4 warps × WG_MT tiles of 16).
 const BLOCK_OUTPUTS: usize = 128;
 
-/// Matrices with fewer outputs keep the decode kernels, where they share launches with their neighbours (the
-/// 48-output b and a of DeltaNet took 10 µs a launch of their own on wgmma, call 99); the bits are the same.
-/// `TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS` overrides it (0 puts the self-test's small matrices on wgmma too).
+/// Matrices with fewer outputs keep the decode kernels, unless they share a launch with a larger one
+/// (project_many); the bits are the same. `TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS` overrides it (0 puts the self-test's
+/// small matrices on wgmma too).
 const MIN_OUTPUTS: usize = 1024;
 
 fn min_outputs() -> usize {
@@ -27,18 +27,46 @@ fn min_outputs() -> usize {
     *MIN.get_or_init(|| env_usize("TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS").unwrap_or(MIN_OUTPUTS))
 }
 
+/// Fewest rows a round must have to take the wgmma kernel, which always computes 16 (two per B column pair): up
+/// to 8 rows the decode kernels cost less (27B MLX4, call 105: rounds of 8 rows 12.11 ms on them, 12.24 on
+/// wgmma; of 16 rows 14.29 against 12.90). `TENSORFOLD_CUDA_WGMMA_MIN_ROWS` overrides it (5 at least).
+const MIN_ROWS: usize = 9;
+
+fn min_rows() -> usize {
+    static MIN: OnceLock<usize> = OnceLock::new();
+    *MIN.get_or_init(|| {
+        env_usize("TENSORFOLD_CUDA_WGMMA_MIN_ROWS")
+            .unwrap_or(MIN_ROWS)
+            .clamp(5, 16)
+    })
+}
+
 /// The wgmma kernel for a call of `rows` rows of a matrix of `outputs` outputs of the tensor-core family `family`
-/// (mma_kernel's name), if any: 4-bit groups of 64, 5 to 16 rows, MIN_OUTPUTS outputs or more.
-pub(super) fn wgmma_kernel(family: &str, rows: usize, outputs: usize) -> Option<String> {
-    wgmma_enabled()
-        .then(|| wgmma_kernel_for(family, rows, outputs, min_outputs()))
+/// (mma_kernel's name) on `dev`, if any: 4-bit groups of 64, min_rows to 16 rows, MIN_OUTPUTS outputs or more.
+pub(super) fn wgmma_kernel(dev: &Dev, family: &str, rows: usize, outputs: usize) -> Option<String> {
+    dev.wgmma
+        .then(|| wgmma_kernel_for(family, rows, outputs, min_rows(), min_outputs()))
         .flatten()
 }
 
-/// `wgmma_kernel` when the switch is on and matrices of `min` outputs or more take it.
-fn wgmma_kernel_for(family: &str, rows: usize, outputs: usize, min: usize) -> Option<String> {
-    ((5..=16).contains(&rows) && outputs >= min && family.starts_with("project_mma_a4_g2_"))
-        .then(|| family.replace("project_mma", "project_wgmma"))
+/// `wgmma_kernel` on a device that has it, for rounds of `min_rows` to 16 rows and matrices of `min` outputs or
+/// more.
+fn wgmma_kernel_for(
+    family: &str,
+    rows: usize,
+    outputs: usize,
+    min_rows: usize,
+    min: usize,
+) -> Option<String> {
+    // Rounds of up to 8 rows take the kernel of 16 B columns (m64n16k16), the others that of 32.
+    let columns = if rows <= 8 { "_n16" } else { "" };
+    ((min_rows..=16).contains(&rows) && outputs >= min && family.starts_with("project_mma_a4_g2_"))
+        .then(|| {
+            format!(
+                "{}{columns}",
+                family.replace("project_mma", "project_wgmma")
+            )
+        })
 }
 
 /// Tickets the split launches count their blocks with (device.rs allocates them zeroed): one per block of
@@ -136,10 +164,10 @@ pub(super) fn project_wgmma(
 }
 
 /// Whether the tensor-core form of `rows` × `cols` values also needs its wgmma B tiles: rounds the wgmma kernel
-/// takes (5 to 16 rows, whole groups of 64), with the switch on. The producers of the form then write them
+/// takes (min_rows to 16 rows, whole groups of 64) on a device that has it. The producers of the form then write them
 /// (project_mma.cu prepare_store).
-pub(crate) fn takes_b_tiles(rows: usize, cols: usize) -> bool {
-    wgmma_enabled() && (5..=16).contains(&rows) && cols.is_multiple_of(64)
+pub(crate) fn takes_b_tiles(dev: &Dev, rows: usize, cols: usize) -> bool {
+    dev.wgmma && (min_rows()..=16).contains(&rows) && cols.is_multiple_of(64)
 }
 
 /// Words of x's B tiles: 4,096 bytes a group of 64 columns.
@@ -163,16 +191,17 @@ mod tests {
     use crate::device::kernel_names;
 
     #[test]
-    fn only_rounds_of_5_to_16_rows_of_4_bit_g64_matrices_of_1024_outputs_or_more_take_a_wgmma_kernel_and_it_is_built(
+    fn only_rounds_of_9_to_16_rows_of_4_bit_g64_matrices_of_1024_outputs_or_more_take_a_wgmma_kernel_and_it_is_built(
     ) {
         let module = kernel_names();
         for dt in ["f32", "f16", "bf16"] {
             for g in [1, 2, 4] {
                 let family = format!("project_mma_a4_g{g}_{dt}");
-                for rows in [1, 4, 5, 9, 16, 17, 64] {
+                for rows in [1, 4, 5, 8, 9, 16, 17, 64] {
                     for outputs in [48, 1023, 1024, 5120] {
-                        let takes = g == 2 && (5..=16).contains(&rows) && outputs >= 1024;
-                        match wgmma_kernel_for(&family, rows, outputs, super::MIN_OUTPUTS) {
+                        let takes = g == 2 && (9..=16).contains(&rows) && outputs >= 1024;
+                        let min = super::MIN_OUTPUTS;
+                        match wgmma_kernel_for(&family, rows, outputs, super::MIN_ROWS, min) {
                             Some(name) => {
                                 assert!(takes, "{family} at {rows} rows of {outputs}");
                                 assert!(module.contains(&name), "{name} is not built");
@@ -183,6 +212,17 @@ mod tests {
                 }
             }
         }
-        assert_eq!(wgmma_kernel_for("project_mma_bf16", 9, 5120, 0), None);
+        assert_eq!(wgmma_kernel_for("project_mma_bf16", 9, 5120, 9, 0), None);
+        // With rounds of 5 rows and more let in, those of up to 8 take the kernel of 16 B columns.
+        for (rows, name) in [
+            (4, None),
+            (5, Some("project_wgmma_a4_g2_bf16_n16")),
+            (8, Some("project_wgmma_a4_g2_bf16_n16")),
+            (9, Some("project_wgmma_a4_g2_bf16")),
+        ] {
+            let got = wgmma_kernel_for("project_mma_a4_g2_bf16", rows, 5120, 5, 1024);
+            assert_eq!(got.as_deref(), name, "{rows} rows");
+            assert!(got.is_none_or(|n| module.contains(&n)));
+        }
     }
 }

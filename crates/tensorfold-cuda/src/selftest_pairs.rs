@@ -86,9 +86,11 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
                 &got,
                 &want,
             );
-            // A round the wgmma kernel (TENSORFOLD_CUDA_WGMMA=1) takes for any of the matrices takes it for all,
+            // A round the wgmma kernel (on Hopper) takes for any of the matrices takes it for all,
             // in launches of up to four, when they are of one format.
-            let wgmma = ws.iter().any(|w| crate::project::takes_wgmma(w, rows));
+            let wgmma = ws
+                .iter()
+                .any(|w| crate::project::takes_wgmma(&gpu.dev, w, rows));
             let one_format = ms
                 .iter()
                 .all(|m| std::mem::discriminant(m) == std::mem::discriminant(&ms[0]));
