@@ -169,6 +169,9 @@ pub struct CudaKv {
 
 impl Drop for CudaKv {
     fn drop(&mut self) {
+        // A page the pool does not keep is freed to the driver, which would run the free before any recorded
+        // launch still unsent that writes it (the round's kv_keep): send those first.
+        self.dev.send_recorded();
         for p in self.pages.drain(..) {
             self.pool.give_back(p);
         }

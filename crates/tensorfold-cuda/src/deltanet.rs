@@ -56,9 +56,9 @@ impl CudaLinear {
         let tail_len = spec.conv_kernel.saturating_sub(1) * spec.conv_channels();
         let state_len = spec.value_heads * spec.value_dim * spec.key_dim;
         CudaLinear {
-            tail: Buf::owned(dev.zeros::<f32>(tail_len)),
+            tail: dev.zeros_buf::<f32>(tail_len),
             spare_tail: None,
-            state: Buf::owned(dev.zeros::<f32>(state_len)),
+            state: dev.zeros_buf::<f32>(state_len),
             dev,
             tail_len,
             state_len,
@@ -78,8 +78,8 @@ impl CudaLinear {
 
     pub(crate) fn restore(dev: Arc<Dev>, snap: &CudaLinearSnapshot) -> Self {
         let (tail_len, state_len) = (snap.conv_tail.len(), snap.recurrent.len());
-        let tail = Buf::owned(dev.upload(&snap.conv_tail));
-        let state = Buf::owned(dev.upload(&snap.recurrent));
+        let tail = dev.upload_buf(&snap.conv_tail);
+        let state = dev.upload_buf(&snap.recurrent);
         CudaLinear {
             dev,
             tail,

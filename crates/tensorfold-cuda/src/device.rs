@@ -58,7 +58,7 @@ pub struct Dev {
     /// Device name, compute capability, driver and where the kernels came from.
     pub info: String,
     /// Recycled buffers for activations and temporaries (`scratch`); None with TENSORFOLD_CUDA_POOL=0.
-    pool: Option<Arc<ScratchPool>>,
+    pub(crate) pool: Option<Arc<ScratchPool>>,
     /// Kernels launched so far (the backend-ops test checks which ops share launches).
     pub launches: std::sync::atomic::AtomicUsize,
     /// The most dynamic shared memory a block may take (the device's opt-in limit).
@@ -335,6 +335,33 @@ impl Dev {
         let t = std::time::Instant::now();
         let b = Buf::scratch(pool, n);
         self.profile.allocated(t.elapsed());
+        b
+    }
+
+    /// `v` in a recycled buffer (`upload` when the pool is off): a state or input that may be dropped while
+    /// recorded launches that read it are still unsent, so it must go back to the pool, never to the driver (a
+    /// free is not a recorded launch: the driver would run it before them).
+    pub fn upload_buf<T: DeviceRepr>(&self, v: &[T]) -> Buf<T> {
+        if self.pool.is_none() {
+            return Buf::owned(self.upload(v));
+        }
+        let mut b = self.scratch::<T>(v.len());
+        if !v.is_empty() {
+            self.send_recorded();
+            let mut view = b.slice_mut(0..v.len());
+            ok(self.stream.memcpy_htod(v, &mut view), "upload");
+        }
+        b
+    }
+
+    /// `n` zeros in a recycled buffer (`zeros` when the pool is off), as `upload_buf`.
+    pub fn zeros_buf<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(&self, n: usize) -> Buf<T> {
+        if self.pool.is_none() {
+            return Buf::owned(self.zeros(n));
+        }
+        let mut b = self.scratch::<T>(n);
+        self.send_recorded();
+        ok(self.stream.memset_zeros(&mut *b), "zeros");
         b
     }
 

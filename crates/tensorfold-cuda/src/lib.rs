@@ -111,11 +111,7 @@ impl CudaBackend {
             "act_from_host: {rows}×{cols} needs {} floats",
             rows * cols
         );
-        CudaAct::from_buf(
-            rows,
-            cols,
-            Arc::new(scratch::Buf::owned(self.dev.upload(data))),
-        )
+        CudaAct::from_buf(rows, cols, Arc::new(self.dev.upload_buf(data)))
     }
 }
 

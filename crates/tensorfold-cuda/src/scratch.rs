@@ -11,13 +11,17 @@ use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 
-/// Most bytes kept idle for reuse; buffers returned beyond it go back to the driver.
+/// Most bytes kept idle for reuse; buffers returned beyond it go back to the driver once nothing recorded is
+/// unsent (`release_excess`).
 const IDLE_BYTES: usize = 4 << 30;
 
 /// Idle device allocations by size class (bytes).
 pub struct ScratchPool {
     stream: Arc<CudaStream>,
     free: Mutex<(HashMap<usize, BTreeSet<u64>>, usize)>,
+    /// Buffers returned beyond IDLE_BYTES, waiting for `release_excess`: a free is not a recorded launch, so
+    /// freeing one at once would put the free before recorded launches still unsent that use it (graph.rs).
+    excess: Mutex<Vec<(u64, usize)>>,
 }
 
 /// The size class of a request: at least 256 bytes, rounded up to a sixteenth of its power of two (at most 12.5%
@@ -33,6 +37,7 @@ impl ScratchPool {
         Arc::new(ScratchPool {
             stream,
             free: Mutex::new((HashMap::new(), 0)),
+            excess: Mutex::new(Vec::new()),
         })
     }
 
@@ -50,7 +55,8 @@ impl ScratchPool {
         let mut g = self.free.lock().unwrap_or_else(|p| p.into_inner());
         if g.1 + class > IDLE_BYTES {
             drop(g);
-            self.free_now(ptr, class);
+            let mut e = self.excess.lock().unwrap_or_else(|p| p.into_inner());
+            e.push((ptr, class));
             return;
         }
         g.0.entry(class).or_default().insert(ptr);
@@ -59,6 +65,14 @@ impl ScratchPool {
 }
 
 impl ScratchPool {
+    /// Frees the buffers returned beyond IDLE_BYTES; the caller has sent every recorded launch (Dev::after_sync).
+    pub(crate) fn release_excess(&self) {
+        let excess = std::mem::take(&mut *self.excess.lock().unwrap_or_else(|p| p.into_inner()));
+        for (ptr, class) in excess {
+            self.free_now(ptr, class);
+        }
+    }
+
     /// Hands an allocation back to the driver (as the CudaSlice it came from would on drop).
     fn free_now(&self, ptr: u64, class: usize) {
         // SAFETY: `ptr` is a `class`-byte allocation made on this stream that nothing refers to any more.
@@ -74,6 +88,7 @@ impl ScratchPool {
 
 impl Drop for ScratchPool {
     fn drop(&mut self) {
+        self.release_excess();
         let idle: Vec<(usize, u64)> = {
             let g = self.free.get_mut().unwrap_or_else(|p| p.into_inner());
             g.0.drain()

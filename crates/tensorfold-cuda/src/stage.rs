@@ -76,11 +76,20 @@ impl Dev {
 
     /// After a synchronisation nothing recorded is pending and no staged array is in use: the arena starts over.
     pub(crate) fn after_sync(&self) {
-        if let Some(g) = &self.graphs {
-            let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-            if !g.has_pending() {
-                g.reset_arena();
+        let idle = match &self.graphs {
+            Some(g) => {
+                let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+                let idle = !g.has_pending();
+                if idle {
+                    g.reset_arena();
+                }
+                idle
             }
+            None => true,
+        };
+        // Buffers the pool let go of may be freed now that no recorded launch still needs them.
+        if let Some(pool) = self.pool.as_ref().filter(|_| idle) {
+            pool.release_excess();
         }
     }
 
