@@ -163,6 +163,7 @@ impl Backend for CudaBackend {
     }
     fn vector(&self, v: &[f32]) -> Result<CudaVector> {
         Ok(CudaVector {
+            _send: ops::SendFirst(self.dev.clone()),
             buf: self.dev.upload(v),
             len: v.len(),
         })

@@ -28,8 +28,21 @@ pub(crate) struct Prepared {
     pub(crate) b_tiles: Option<Buf<u32>>,
 }
 
+/// Sends the device's recorded launches when dropped: held first in whatever owns device buffers that are freed to
+/// the driver when dropped (weights), so those launches, which may still read them, are queued before the frees.
+/// A free is not a recorded launch: the driver runs it at once, before launches still waiting to be sent (graph.rs);
+/// a checkpoint dropped right after a request's last round would otherwise be read after it is freed.
+pub struct SendFirst(pub(crate) Arc<Dev>);
+
+impl Drop for SendFirst {
+    fn drop(&mut self) {
+        self.0.send_recorded();
+    }
+}
+
 /// A small f32 parameter vector on the device.
 pub struct CudaVector {
+    pub(crate) _send: SendFirst,
     pub(crate) buf: CudaSlice<f32>,
     pub len: usize,
 }
@@ -37,12 +50,14 @@ pub struct CudaVector {
 /// A weight matrix on the device in its checkpoint format.
 pub enum CudaMatrix {
     Dense {
+        _send: SendFirst,
         dtype: DenseDType,
         data: CudaSlice<u8>,
         rows: usize,
         cols: usize,
     },
     Affine {
+        _send: SendFirst,
         bits: u32,
         group_size: usize,
         codes: CudaSlice<u8>,
@@ -89,7 +104,7 @@ pub(crate) const PW: usize = 4;
 pub(crate) const OPW: usize = 4;
 pub(crate) const RT: usize = 8;
 
-pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
+pub(crate) fn upload_matrix(dev: &Arc<Dev>, m: &StoredMatrix) -> Result<CudaMatrix> {
     let bad = |msg: String| Err(CoreError::Invalid(format!("CUDA matrix: {msg}")));
     if m.rows() > crate::project::MAX_OUTPUTS {
         return bad(format!(
@@ -113,6 +128,7 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
                 ));
             }
             Ok(CudaMatrix::Dense {
+                _send: SendFirst(dev.clone()),
                 dtype,
                 data: dev.upload(&data[..rows * cols * dtype.size()]),
                 rows,
@@ -154,6 +170,7 @@ pub(crate) fn upload_matrix(dev: &Dev, m: &StoredMatrix) -> Result<CudaMatrix> {
                 }
             };
             Ok(CudaMatrix::Affine {
+                _send: SendFirst(dev.clone()),
                 bits,
                 group_size,
                 codes: upload(codes, group_size / 2),
