@@ -29,21 +29,22 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 }
 #endif
 
-// The m64 blocks of outputs a warpgroup computes per B tile: warp w owns tiles w and 4 + w of its block's 8.
+// The most m64 blocks of outputs a warpgroup computes per B tile (MT, 1 or 2: warp w owns tiles w and 4 + w of its
+// block's 4·MT); the stage layout has room for this many.
 #define WG_MT 2
 
 // d[m] += A[m]·B for the group's four k16 steps and the block's m64 blocks m: a[m][q] the A fragment of step q,
 // the B tile at `bt` (`bts` its shared address), NT n-tiles of 8 columns (4: 16 rows, m64n32k16; 2: 8 rows,
 // m64n16k16). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
-template <int NT>
-__device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][NT][4], u32 (&a)[WG_MT][4][4],
+template <int NT, int MT>
+__device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT][4][4],
                                              const unsigned char* bt, SmemAddr bts) {
 #ifdef TF_EMU
     // The emulator feeds each n-tile to its mma.sync model with the B words mma.sync's lanes would hold.
     (void)bts;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     for (int q = 0; q < 4; ++q)
-        for (int m = 0; m < WG_MT; ++m)
+        for (int m = 0; m < MT; ++m)
             for (int nt = 0; nt < NT; ++nt) {
                 const unsigned char* s = bt + q * WG_STEP;
                 const u32 b0 = *reinterpret_cast<const u32*>(s + wg_b_at(nt * 8 + g, 2 * t));
@@ -56,13 +57,13 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][NT][4], u32 (&a)[
     // the compiler must neither move their writes past the fence nor read the results before the wait (the
     // probe's ordering).
 #pragma unroll
-    for (int m = 0; m < WG_MT; ++m)
+    for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
 #pragma unroll
-    for (int m = 0; m < WG_MT; ++m)
+    for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int q = 0; q < 4; ++q)
 #pragma unroll
@@ -72,7 +73,7 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][NT][4], u32 (&a)[
     for (int q = 0; q < 4; ++q) {
         const u64 desc = wg_desc(bts + q * WG_STEP);
 #pragma unroll
-        for (int m = 0; m < WG_MT; ++m) {
+        for (int m = 0; m < MT; ++m) {
             if constexpr (NT == 4)
                 asm volatile(
                     "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -98,7 +99,7 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][NT][4], u32 (&a)[
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
-    for (int m = 0; m < WG_MT; ++m)
+    for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -119,28 +120,28 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[WG_MT][NT][4], u32 (&a)[
 
 // Where this thread's copies of a group come from, fixed for the block: each source's address at group 0 (the
 // copies of group G add G times its stride), so a group's copies cost an add and a cp.async each.
-template <typename S>
+template <typename S, int MT>
 struct WgSources {
     static constexpr int RUN_WORDS = 4 * (int)sizeof(typename S::raw);  // words of a run of 16 scales or biases
-    static constexpr int PARAM_COPIES = (8 * WG_MT * RUN_WORDS + 127) / 128;
+    static constexpr int PARAM_COPIES = (8 * MT * RUN_WORDS + 127) / 128;
     const unsigned char* tile;                 // the B tiles: 2 pieces of 16 bytes (+ G·WG_TILE)
-    const unsigned char* code[WG_MT];          // 16 bytes of tile 4m + tid / 32's codes (+ G·512)
+    const unsigned char* code[MT];             // 16 bytes of tile 4m + tid / 32's codes (+ G·512)
     const unsigned char* param[PARAM_COPIES];  // a word of a run (tile, scales | biases) (+ G·16·raw), or null
     const float* xsum;                         // x's sum of chunk 2G + tid % 2 of row tid / 2 (+ 2G), or null
 };
 
-template <typename S>
-__device__ __forceinline__ WgSources<S> wg_sources(int tile0, int tiles, const unsigned char* __restrict__ btiles,
+template <typename S, int MT>
+__device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, const unsigned char* __restrict__ btiles,
                                                    const float* __restrict__ xs, const u32* __restrict__ codes,
                                                    const typename S::raw* __restrict__ scales,
                                                    const typename S::raw* __restrict__ biases, int rows, int cols,
                                                    int groups) {
-    using W = WgSources<S>;
+    using W = WgSources<S, MT>;
     const int tid = threadIdx.x;
     W src;
     src.tile = btiles + tid * 16;
 #pragma unroll
-    for (int m = 0; m < WG_MT; ++m) {
+    for (int m = 0; m < MT; ++m) {
         const int c = tid + 128 * m, ct = min(tile0 + (c >> 5), tiles - 1);
         src.code[m] = reinterpret_cast<const unsigned char*>(codes) + a4_tile_code(ct * 16, 0, groups, 32) +
                       (c & 31) * 16;
@@ -149,7 +150,7 @@ __device__ __forceinline__ WgSources<S> wg_sources(int tile0, int tiles, const u
     for (int i = 0; i < W::PARAM_COPIES; ++i) {
         const int c = tid + 128 * i, run = c / W::RUN_WORDS, word = c % W::RUN_WORDS;
         const int pt = min(tile0 + (run >> 1), tiles - 1);
-        src.param[i] = c < 8 * WG_MT * W::RUN_WORDS
+        src.param[i] = c < 8 * MT * W::RUN_WORDS
                            ? reinterpret_cast<const unsigned char*>((run & 1) ? biases : scales) +
                                  a4_tile_param(pt * 16, 0, groups) * sizeof(typename S::raw) + word * 4
                            : nullptr;
@@ -160,16 +161,16 @@ __device__ __forceinline__ WgSources<S> wg_sources(int tile0, int tiles, const u
 
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
 // past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
-template <typename S, int NT>
-__device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S>& src) {
-    using W = WgSources<S>;
+template <typename S, int NT, int MT>
+__device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S, MT>& src) {
+    using W = WgSources<S, MT>;
     const int tid = threadIdx.x;
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
     cp_async16(sa + tid * 16, bt, true);
     if (NT == 4) cp_async16(sa + 2048 + tid * 16, bt + 2048, true);  // columns 16..31 (rows 8..15)
 #pragma unroll
-    for (int m = 0; m < WG_MT; ++m) cp_async16(sa + WG_CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
+    for (int m = 0; m < MT; ++m) cp_async16(sa + WG_CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
     // Runs of scales and biases side by side: run k (tile k / 2, biases if odd) at WG_PARAMS + k·16 raw values.
 #pragma unroll
     for (int i = 0; i < W::PARAM_COPIES; ++i)
@@ -185,13 +186,13 @@ __device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
     if (G >= groups) G = ++r;
 }
 
-// A warpgroup's 64·WG_MT outputs (4·WG_MT tiles, warp w owning tiles w, 4 + w, …) × up to 16 rows.
+// A warpgroup's 64·MT outputs (4·MT tiles, warp w owning tiles w, 4 + w, …) × up to 16 rows.
 // gridDim.y == 1: the block walks every residue's groups in the decode kernels' order and writes y.
 // gridDim.y == nw: block (x, r) walks residue r, leaves its sums in `partial`, and the last of the nw blocks to
 // finish (a ticket each) adds them in residue order and writes y, then resets its ticket for the next launch.
 // Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
 // added in order.
-template <typename S, int NT>
+template <typename S, int NT, int MT>
 __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const float* __restrict__ xs, const u32* __restrict__ codes,
                                                  const typename S::raw* __restrict__ scales,
@@ -201,7 +202,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     __shared__ __align__(1024) unsigned char ring[WG_STAGES * WG_STAGE_BYTES];
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
-    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * WG_MT;
+    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * MT;
     const int groups = cols / 64;
     const bool split = gridDim.y > 1;
     // The walk: residue r0 alone (split) or every residue, as (G, r) cursors for the copies and the math.
@@ -215,19 +216,19 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const SmemAddr ring_at = smem_addr(ring);
     const unsigned char* btiles = reinterpret_cast<const unsigned char*>(b_tiles);
     (void)xh, (void)xl;  // x comes as b_tiles (prepare_store wrote them beside xh and xl)
-    const WgSources<S> src = wg_sources<S>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
+    const WgSources<S, MT> src = wg_sources<S, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
     int Gi = r0, ri = r0;  // the copies' cursor
 #pragma unroll
     for (int s = 0; s < WG_STAGES - 1; ++s) {
         if (s < jobs) {
-            wg_issue<S, NT>(ring + s * WG_STAGE_BYTES, Gi, src);
+            wg_issue<S, NT, MT>(ring + s * WG_STAGE_BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
     }
-    float tot[WG_MT][NT][2], acc[WG_MT][NT][2];
+    float tot[MT][NT][2], acc[MT][NT][2];
 #pragma unroll
-    for (int m = 0; m < WG_MT; ++m)
+    for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) tot[m][nt][0] = tot[m][nt][1] = acc[m][nt][0] = acc[m][nt][1] = 0.0f;
     int G = r0, r = r0;  // the math's cursor
@@ -238,15 +239,15 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #endif
         __syncthreads();  // every thread's copies of group j are in; every warp is done with group j − 1's stage
         if (j + WG_STAGES - 1 < jobs) {
-            wg_issue<S, NT>(ring + ((j + WG_STAGES - 1) % WG_STAGES) * WG_STAGE_BYTES, Gi, src);
+            wg_issue<S, NT, MT>(ring + ((j + WG_STAGES - 1) % WG_STAGES) * WG_STAGE_BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
         unsigned char* st = ring + (j % WG_STAGES) * WG_STAGE_BYTES;
         // Step q = 2j + h of m64 block m: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]).
-        u32 a[WG_MT][4][4];
+        u32 a[MT][4][4];
 #pragma unroll
-        for (int m = 0; m < WG_MT; ++m) {
+        for (int m = 0; m < MT; ++m) {
             const unsigned char* cw = st + WG_CODES + (4 * m + warp) * 512;
             const uint2 cg = *reinterpret_cast<const uint2*>(cw + g * 32 + t * 8);
             const uint2 cg8 = *reinterpret_cast<const uint2*>(cw + (g + 8) * 32 + t * 8);
@@ -264,14 +265,14 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
                 }
             }
         }
-        float d[WG_MT][NT][4];
+        float d[MT][NT][4];
 #pragma unroll
-        for (int m = 0; m < WG_MT; ++m)
+        for (int m = 0; m < MT; ++m)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                 for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
-        wg_group_mma<NT>(d, a, st, ring_at + (j % WG_STAGES) * WG_STAGE_BYTES);
+        wg_group_mma<NT, MT>(d, a, st, ring_at + (j % WG_STAGES) * WG_STAGE_BYTES);
         // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
         const float* xsum = reinterpret_cast<const float*>(st + WG_XSUMS);
         float sx[NT];  // row nt·TILE_ROWS + t's sum over the group
@@ -283,7 +284,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
             sx[nt] += xsum[2 * xr + 1];
         }
 #pragma unroll
-        for (int m = 0; m < WG_MT; ++m) {
+        for (int m = 0; m < MT; ++m) {
             const typename S::raw* pr = reinterpret_cast<const typename S::raw*>(st + WG_PARAMS) + (4 * m + warp) * 32;
             const float s0 = S::get(pr[g]), s8 = S::get(pr[g + 8]);
             const float sb[4] = {s0, centred_bias(s0, S::get(pr[16 + g])), s8,
@@ -300,7 +301,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         if (!split && r != rj) {
             // Residue rj is done: the decode finish adds warp rj's sums after warp rj − 1's.
 #pragma unroll
-            for (int m = 0; m < WG_MT; ++m)
+            for (int m = 0; m < MT; ++m)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -315,17 +316,17 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         // Residues with no groups (nw > groups) add zeros, as the decode kernels' idle warps do.
         for (int rr = max(groups, 1); rr < nw; ++rr)
 #pragma unroll
-            for (int m = 0; m < WG_MT; ++m)
+            for (int m = 0; m < MT; ++m)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                     for (int i = 0; i < 2; ++i) tot[m][nt][i] = tot[m][nt][i] + 0.0f;
     } else {
-        // This block's sums: 8·WG_MT floats a thread, as float2s (m, nt).
-        constexpr int PER_BLOCK = 128 * 8 * WG_MT;
+        // This block's sums: 8·MT floats a thread, as float2s (m, nt).
+        constexpr int PER_BLOCK = 128 * 8 * MT;
         float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
 #pragma unroll
-        for (int m = 0; m < WG_MT; ++m)
+        for (int m = 0; m < MT; ++m)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) __stcg(mine + (4 * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
         __threadfence();  // the sums are visible device-wide before the ticket says so
@@ -341,7 +342,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
             const float2* theirs =
                 reinterpret_cast<const float2*>(partial + ((size_t)rr * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
 #pragma unroll
-            for (int m = 0; m < WG_MT; ++m)
+            for (int m = 0; m < MT; ++m)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
                     const float2 p = __ldcg(theirs + (4 * m + nt) * 128);
@@ -351,7 +352,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         }
     }
 #pragma unroll
-    for (int m = 0; m < WG_MT; ++m) {
+    for (int m = 0; m < MT; ++m) {
         const int tile = tile0 + 4 * m + warp;
         if (tile >= tiles) continue;
 #pragma unroll
@@ -369,22 +370,22 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 // third, from start3 to the fourth (INT_MAX: no such matrix), each with the blocks it has alone, so each output
 // gets the bits of its own launch. Tickets and partial sums are indexed by the launch's block, so split launches
 // share them too.
-#define WGMMA_A4(NAME, S, NT, SUF)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(128, 4) project_wgmma_a4_g2_##NAME##SUF(                            \
+#define WGMMA_A4(NAME, S, NT, MT, SUF)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(128, MT == 1 ? 5 : 4) project_wgmma_a4_g2_##NAME##SUF(                            \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),     \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,    \
         u32* tickets) {                                                                                          \
         kernel_entry();                                                                                          \
         const int j = job_of_block((int)blockIdx.x, start1, start2, start3);                                     \
-        project_wgmma_a4<S, NT>((int)blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                \
+        project_wgmma_a4<S, NT, MT>((int)blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                \
                             job_pick(j, codes0, codes1, codes2, codes3),                                         \
                             job_pick(j, scales0, scales1, scales2, scales3),                                     \
                             job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), rows,  \
                             job_pick(j, out0, out1, out2, out3), cols, nw, b_tiles, partial, tickets);          \
     }
-WGMMA_A4(f32, F32T, 4, )
-WGMMA_A4(f16, F16T, 4, )
-WGMMA_A4(bf16, BF16T, 4, )
-WGMMA_A4(f32, F32T, 2, _n16)
-WGMMA_A4(f16, F16T, 2, _n16)
-WGMMA_A4(bf16, BF16T, 2, _n16)
+#define WGMMA_A4_ALL(NT, MT, SUF) \
+    WGMMA_A4(f32, F32T, NT, MT, SUF) WGMMA_A4(f16, F16T, NT, MT, SUF) WGMMA_A4(bf16, BF16T, NT, MT, SUF)
+WGMMA_A4_ALL(4, 2, )
+WGMMA_A4_ALL(2, 2, _n16)
+WGMMA_A4_ALL(4, 1, _m1)
+WGMMA_A4_ALL(2, 1, _n16_m1)

@@ -61,8 +61,9 @@ pub fn kernel_names() -> Vec<String> {
         for g in [1, 2] {
             v.push(format!("project_gemm_a4_g{g}_{dt}"));
         }
-        v.push(format!("project_wgmma_a4_g2_{dt}"));
-        v.push(format!("project_wgmma_a4_g2_{dt}_n16"));
+        for suffix in ["", "_n16", "_m1", "_n16_m1"] {
+            v.push(format!("project_wgmma_a4_g2_{dt}{suffix}"));
+        }
     }
     for nt in [1, 2, 4] {
         v.push(format!("project_mma_bf16_nt{nt}"));

@@ -1,4 +1,4 @@
-//! Rounds of 9 to 16 rows of MLX 4-bit g64 weights on Hopper's warpgroup mma (project_wgmma.cu), with the decode
+//! Rounds of 5 to 16 rows of MLX 4-bit g64 weights on Hopper's warpgroup mma (project_wgmma.cu), with the decode
 //! kernels' bits: on Hopper unless `TENSORFOLD_CUDA_WGMMA=0` (the module is then built for sm_90a, device.rs).
 //! 27B MLX4 rounds of 16 rows take 12.9 ms on it against 14.2 on the decode kernels (BENCHMARKS.md, call 105).
 
@@ -14,8 +14,18 @@ pub(crate) fn wgmma_switch() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA").map_or(true, |v| v != "0"))
 }
 
-/// Outputs a block computes (project_wgmma.cu: 4 warps × WG_MT tiles of 16).
+/// Outputs a block computes (project_wgmma.cu: 4 warps × MT tiles of 16, MT = 2), or with the `_m1` kernels (MT = 1)
+/// half as many.
 const BLOCK_OUTPUTS: usize = 128;
+
+/// Whether launches that fill less than a wave of blocks of BLOCK_OUTPUTS take the `_m1` kernels, whose blocks
+/// compute half as many outputs, so twice as many walk the groups side by side (the 5,120-output down and out
+/// projections of the 27B shape: 320 blocks of 128 outputs for 528 places). `TENSORFOLD_CUDA_WGMMA_M1=0` keeps
+/// blocks of 128 outputs, for same-run comparisons; the bits are the same.
+fn m1_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0"))
+}
 
 /// Matrices with fewer outputs keep the decode kernels, unless they share a launch with a larger one
 /// (project_many); the bits are the same. `TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS` overrides it (0 puts the self-test's
@@ -27,10 +37,11 @@ fn min_outputs() -> usize {
     *MIN.get_or_init(|| env_usize("TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS").unwrap_or(MIN_OUTPUTS))
 }
 
-/// Fewest rows a round must have to take the wgmma kernel, which always computes 16 (two per B column pair): up
-/// to 8 rows the decode kernels cost less (27B MLX4, call 105: rounds of 8 rows 12.11 ms on them, 12.24 on
-/// wgmma; of 16 rows 14.29 against 12.90). `TENSORFOLD_CUDA_WGMMA_MIN_ROWS` overrides it (5 at least).
-const MIN_ROWS: usize = 9;
+/// Fewest rows a round must have to take the wgmma kernel: rounds of 5 to 8 rows take its 16-column build
+/// (m64n16k16), 9 to 16 its 32-column one. 27B MLX4, call 106: rounds of 8 rows 10.92 ms on the 16-column build
+/// against 12.10 on the decode kernels, of 16 rows 12.86 against 14.12 (up to 4 rows the decode kernels need one
+/// row tile and stay). `TENSORFOLD_CUDA_WGMMA_MIN_ROWS` overrides it (5 to 16).
+const MIN_ROWS: usize = 5;
 
 fn min_rows() -> usize {
     static MIN: OnceLock<usize> = OnceLock::new();
@@ -89,7 +100,8 @@ fn split_below() -> usize {
 }
 
 /// x Wᵢᵀ for each of `ws` (4-bit g64 matrices of x's columns and one mma_warps; at most MAX_JOBS) in one launch of
-/// wgmma kernel `name`: blocks of one warpgroup, 128 outputs (two tiles a warp) × up to 16 rows, matrix j's blocks
+/// wgmma kernel `name`: blocks of one warpgroup, 128 outputs (two tiles a warp; 64 and one when that leaves less
+/// than a wave, the `_m1` kernel) × up to 16 rows, matrix j's blocks
 /// after those of the matrices before it, each output's groups walked in the decode kernels' warp split
 /// (mma_warps), so the bits are theirs; split over mma_warps blocks an output block when the launch has few blocks
 /// (split_below), their sums added in order by the last to finish.
@@ -110,6 +122,21 @@ pub(super) fn project_wgmma(
         "a shared wgmma launch of matrices of other columns or warps"
     );
     let rows = x.rows;
+    // Blocks of BLOCK_OUTPUTS, split over the residues below a wave: fewer than a wave take blocks of half as many.
+    let launch_blocks = |outputs: usize| {
+        let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum();
+        b * if b < split_below() { nw } else { 1 }
+    };
+    let block_outputs = if m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < SPLIT_BELOW {
+        BLOCK_OUTPUTS / 2
+    } else {
+        BLOCK_OUTPUTS
+    };
+    let name = if block_outputs < BLOCK_OUTPUTS {
+        format!("{name}_m1")
+    } else {
+        name.to_string()
+    };
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
     let tiles = Arg::P(dev.ptr(b_tiles(dev, x)));
@@ -137,7 +164,7 @@ pub(super) fn project_wgmma(
             }));
         }
         if j < ws.len() {
-            out_blocks += blocks(w.rows(), BLOCK_OUTPUTS);
+            out_blocks += blocks(w.rows(), block_outputs);
         }
     }
     args.extend([
@@ -148,7 +175,7 @@ pub(super) fn project_wgmma(
     ]);
     let split = (out_blocks as usize) < split_below();
     // The split launch's partial sums; unused by a launch of one block per output block, but an argument all the same.
-    let partial = split.then(|| dev.scratch::<f32>(nw * out_blocks as usize * BLOCK_OUTPUTS * 16));
+    let partial = split.then(|| dev.scratch::<f32>(nw * out_blocks as usize * block_outputs * 16));
     args.push(Arg::P(partial.as_ref().map_or(0, |b| dev.ptr(b))));
     args.push(Arg::P(dev.ptr(&dev.tickets)));
     let label = dev.profile.enabled.then(|| {
@@ -159,7 +186,7 @@ pub(super) fn project_wgmma(
         format!("{name} {}", shapes.join("+"))
     });
     let grid = (out_blocks, if split { nw as u32 } else { 1 }, 1);
-    dev.launch_as(name, label.as_deref(), grid, 128, &args);
+    dev.launch_as(&name, label.as_deref(), grid, 128, &args);
     ys
 }
 
@@ -191,7 +218,7 @@ mod tests {
     use crate::device::kernel_names;
 
     #[test]
-    fn only_rounds_of_9_to_16_rows_of_4_bit_g64_matrices_of_1024_outputs_or_more_take_a_wgmma_kernel_and_it_is_built(
+    fn only_rounds_of_5_to_16_rows_of_4_bit_g64_matrices_of_1024_outputs_or_more_take_a_wgmma_kernel_and_it_is_built(
     ) {
         let module = kernel_names();
         for dt in ["f32", "f16", "bf16"] {
@@ -199,7 +226,7 @@ mod tests {
                 let family = format!("project_mma_a4_g{g}_{dt}");
                 for rows in [1, 4, 5, 8, 9, 16, 17, 64] {
                     for outputs in [48, 1023, 1024, 5120] {
-                        let takes = g == 2 && (9..=16).contains(&rows) && outputs >= 1024;
+                        let takes = g == 2 && (5..=16).contains(&rows) && outputs >= 1024;
                         let min = super::MIN_OUTPUTS;
                         match wgmma_kernel_for(&family, rows, outputs, super::MIN_ROWS, min) {
                             Some(name) => {
@@ -222,7 +249,8 @@ mod tests {
         ] {
             let got = wgmma_kernel_for("project_mma_a4_g2_bf16", rows, 5120, 5, 1024);
             assert_eq!(got.as_deref(), name, "{rows} rows");
-            assert!(got.is_none_or(|n| module.contains(&n)));
+            // Launches of less than a wave take the same kernel with blocks of 64 outputs.
+            assert!(got.is_none_or(|n| module.contains(&n) && module.contains(&format!("{n}_m1"))));
         }
     }
 }

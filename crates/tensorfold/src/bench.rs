@@ -64,6 +64,10 @@ pub struct BenchArgs {
     /// With --device cuda: only decode, rounds of 1 and 16 rows and prefill (comparing kernel layouts in one run).
     #[arg(long)]
     pub quick: bool,
+    /// With --device cuda: the rows of the rounds measured (default 1, 2, 4, 8, 16, 32, 64; with --quick 1, 16);
+    /// include 1 for the ratios to one row.
+    #[arg(long, value_delimiter = ',')]
+    pub round_rows: Vec<usize>,
 }
 
 /// Best-of-5 parallel read bandwidth over a 1 GiB buffer, in bytes per second.
@@ -95,6 +99,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             &args.prefill_lens,
             args.repeat,
             args.quick,
+            &args.round_rows,
         );
         #[cfg(not(feature = "cuda"))]
         anyhow::bail!("--device cuda: this binary was built without CUDA (cargo build --release --features cuda)");

@@ -207,13 +207,15 @@ fn median(mut t: Vec<f64>) -> f64 {
 
 /// `tensorfold bench --device cuda`: copy bandwidth, one-stream greedy decode vs the bandwidth bound, round cost
 /// by rows, aggregate decode by streams, prefill by prompt length (each line printed as soon as measured). `quick`:
-/// decode, rounds of 1 and 16 rows and prefill only (no streams, no decode at the prompts' context).
+/// decode, rounds of 1 and 16 rows and prefill only (no streams, no decode at the prompts' context);
+/// `round_rows`, when not empty, the rows of the rounds measured.
 pub fn bench(
     dir: &Path,
     decode_tokens: usize,
     prefill_lens: &[usize],
     repeat: usize,
     quick: bool,
+    round_rows: &[usize],
 ) -> Result<()> {
     let be = backend()?;
     let bw = be.copy_bandwidth(1 << 30);
@@ -368,7 +370,9 @@ pub fn bench(
     // row (what verifying a window needs).
     let mut slot = prefill(&m, &ids(vocab, 64, 2), 64)?;
     let mut one = 0.0;
-    let widths: &[usize] = if quick {
+    let widths: &[usize] = if !round_rows.is_empty() {
+        round_rows
+    } else if quick {
         &[1, 16]
     } else {
         &[1, 2, 4, 8, 16, 32, 64]
