@@ -490,24 +490,7 @@ fn project_mma(
     }
     let mut tiles = plan.tiles;
     if jobs {
-        // Matrix j's tiles follow those of the matrices before it; absent ones repeat the first's arguments and
-        // start at i32::MAX, so no block takes them.
-        tiles = 0;
-        for j in 0..MAX_JOBS {
-            let (w, y) = match ws.get(j) {
-                Some(w) => (*w, &ys[j]),
-                None => (ws[0], &ys[0]),
-            };
-            args.extend(weight_args(dev, w));
-            args.push(Arg::P(dev.ptr(&y.buf)));
-            args.push(Arg::I(w.rows() as i32));
-            if j > 0 {
-                args.push(Arg::I(if j < ws.len() { tiles as i32 } else { i32::MAX }));
-            }
-            if j < ws.len() {
-                tiles += plans[j].tiles;
-            }
-        }
+        tiles = job_args(dev, ws, &ys, |j| plans[j].tiles, &mut args);
         args.extend([Arg::I(rows as i32), Arg::I(cols as i32)]);
         if plan.streamed {
             args.push(Arg::I(stream_early() as i32));
@@ -534,6 +517,36 @@ fn project_mma(
         &args,
     );
     ys
+}
+
+/// The per-matrix arguments of a launch shared by up to MAX_JOBS matrices `ws` (outputs `ys`): each one's weights,
+/// output and output count, and from the second on the first grid unit (tile or block) it takes. Matrix j's units
+/// (`units(j)` of them) follow those of the matrices before it; absent ones repeat the first's arguments and start at
+/// i32::MAX, so no block takes them. Returns the units of all.
+fn job_args(
+    dev: &Dev,
+    ws: &[&CudaMatrix],
+    ys: &[CudaAct],
+    units: impl Fn(usize) -> u32,
+    args: &mut Vec<Arg>,
+) -> u32 {
+    let mut total = 0;
+    for j in 0..MAX_JOBS {
+        let (w, y) = match ws.get(j) {
+            Some(w) => (*w, &ys[j]),
+            None => (ws[0], &ys[0]),
+        };
+        args.extend(weight_args(dev, w));
+        args.push(Arg::P(dev.ptr(&y.buf)));
+        args.push(Arg::I(w.rows() as i32));
+        if j > 0 {
+            args.push(Arg::I(if j < ws.len() { total as i32 } else { i32::MAX }));
+        }
+        if j < ws.len() {
+            total += units(j);
+        }
+    }
+    total
 }
 
 /// Whether the 4-bit weight stream copies its first stages before the previous kernel is done (project_stream.cu;

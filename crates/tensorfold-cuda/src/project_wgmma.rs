@@ -2,7 +2,7 @@
 //! kernels' bits: on Hopper unless `TENSORFOLD_CUDA_WGMMA=0` (the module is then built for sm_90a, device.rs).
 //! 27B MLX4 rounds of 16 rows take 12.9 ms on it against 14.2 on the decode kernels (BENCHMARKS.md, call 105).
 
-use super::{mma_warps, prepared, weight_args, MAX_JOBS};
+use super::{job_args, mma_warps, prepared, MAX_JOBS};
 use crate::device::{env_usize, Arg, Dev};
 use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
 use std::sync::OnceLock;
@@ -145,28 +145,13 @@ pub(super) fn project_wgmma(
         Arg::P(dev.ptr(&p.lo)),
         Arg::P(dev.ptr(&p.sums)),
     ];
-    // Matrix j's blocks follow those of the matrices before it; absent ones repeat the first's arguments and start
-    // at i32::MAX, so no block takes them.
-    let mut out_blocks = 0u32;
-    for j in 0..MAX_JOBS {
-        let (w, y) = match ws.get(j) {
-            Some(w) => (*w, &ys[j]),
-            None => (ws[0], &ys[0]),
-        };
-        args.extend(weight_args(dev, w));
-        args.push(Arg::P(dev.ptr(&y.buf)));
-        args.push(Arg::I(w.rows() as i32));
-        if j > 0 {
-            args.push(Arg::I(if j < ws.len() {
-                out_blocks as i32
-            } else {
-                i32::MAX
-            }));
-        }
-        if j < ws.len() {
-            out_blocks += blocks(w.rows(), block_outputs);
-        }
-    }
+    let out_blocks = job_args(
+        dev,
+        ws,
+        &ys,
+        |j| blocks(ws[j].rows(), block_outputs),
+        &mut args,
+    );
     args.extend([
         Arg::I(rows as i32),
         Arg::I(x.cols as i32),
