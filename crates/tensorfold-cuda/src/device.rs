@@ -251,6 +251,9 @@ impl Dev {
         if let Some(g) = &self.graphs {
             let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
             if g.open {
+                if let Some(pool) = &self.pool {
+                    pool.recorded();
+                }
                 if g.record(l) {
                     self.send_locked(&mut g);
                 }

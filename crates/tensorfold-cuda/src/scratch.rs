@@ -9,19 +9,22 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::collections::{BTreeSet, HashMap};
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Most bytes kept idle for reuse; buffers returned beyond it go back to the driver once nothing recorded is
-/// unsent (`release_excess`).
+/// Most bytes kept idle for reuse; buffers returned beyond it go back to the driver, once no recorded launch is
+/// unsent.
 const IDLE_BYTES: usize = 4 << 30;
 
 /// Idle device allocations by size class (bytes).
 pub struct ScratchPool {
     stream: Arc<CudaStream>,
     free: Mutex<(HashMap<usize, BTreeSet<u64>>, usize)>,
-    /// Buffers returned beyond IDLE_BYTES, waiting for `release_excess`: a free is not a recorded launch, so
-    /// freeing one at once would put the free before recorded launches still unsent that use it (graph.rs).
+    /// Buffers returned beyond IDLE_BYTES while recorded launches are unsent, waiting for `sent`: a free is not a
+    /// recorded launch, so freeing one then would put the free before launches that may still use it (graph.rs).
     excess: Mutex<Vec<(u64, usize)>>,
+    /// Whether the device's recorder holds launches not yet sent (`recorded` / `sent`).
+    unsent: AtomicBool,
 }
 
 /// The size class of a request: at least 256 bytes, rounded up to a sixteenth of its power of two (at most 12.5%
@@ -38,6 +41,7 @@ impl ScratchPool {
             stream,
             free: Mutex::new((HashMap::new(), 0)),
             excess: Mutex::new(Vec::new()),
+            unsent: AtomicBool::new(false),
         })
     }
 
@@ -55,8 +59,14 @@ impl ScratchPool {
         let mut g = self.free.lock().unwrap_or_else(|p| p.into_inner());
         if g.1 + class > IDLE_BYTES {
             drop(g);
-            let mut e = self.excess.lock().unwrap_or_else(|p| p.into_inner());
-            e.push((ptr, class));
+            if self.unsent.load(Ordering::SeqCst) {
+                self.excess
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((ptr, class));
+            } else {
+                self.free_now(ptr, class);
+            }
             return;
         }
         g.0.entry(class).or_default().insert(ptr);
@@ -65,8 +75,19 @@ impl ScratchPool {
 }
 
 impl ScratchPool {
-    /// Frees the buffers returned beyond IDLE_BYTES; the caller has sent every recorded launch (Dev::after_sync).
-    pub(crate) fn release_excess(&self) {
+    /// The device recorded a launch it has not sent yet: buffers returned beyond IDLE_BYTES wait for `sent`.
+    pub(crate) fn recorded(&self) {
+        self.unsent.store(true, Ordering::SeqCst);
+    }
+
+    /// The device sent every recorded launch: the buffers that waited are freed (in stream order after them).
+    pub(crate) fn sent(&self) {
+        self.unsent.store(false, Ordering::SeqCst);
+        self.release_excess();
+    }
+
+    /// Frees the buffers returned beyond IDLE_BYTES that waited for the recorded launches to be sent.
+    fn release_excess(&self) {
         let excess = std::mem::take(&mut *self.excess.lock().unwrap_or_else(|p| p.into_inner()));
         for (ptr, class) in excess {
             self.free_now(ptr, class);

@@ -72,24 +72,19 @@ impl Dev {
     pub(crate) fn send_locked(&self, g: &mut crate::graph::Recorder) {
         ok(self.ctx.bind_to_thread(), "graph send");
         g.send(&self.stream, &|l| self.issue(l));
+        // Buffers the pool let go of while launches were unsent are freed after them.
+        if let Some(pool) = &self.pool {
+            pool.sent();
+        }
     }
 
     /// After a synchronisation nothing recorded is pending and no staged array is in use: the arena starts over.
     pub(crate) fn after_sync(&self) {
-        let idle = match &self.graphs {
-            Some(g) => {
-                let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-                let idle = !g.has_pending();
-                if idle {
-                    g.reset_arena();
-                }
-                idle
+        if let Some(g) = &self.graphs {
+            let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+            if !g.has_pending() {
+                g.reset_arena();
             }
-            None => true,
-        };
-        // Buffers the pool let go of may be freed now that no recorded launch still needs them.
-        if let Some(pool) = self.pool.as_ref().filter(|_| idle) {
-            pool.release_excess();
         }
     }
 
