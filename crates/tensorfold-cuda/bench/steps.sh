@@ -98,3 +98,14 @@ ncu_launches() {
   grep -E "Duration|Throughput|Issue|Eligible|Active Warps|Registers|Warp Cycles|Block Limit|Stall|stall|Grid Size|Block Size" \
     "$OUT/$name.log" | head -40 | sed "s/^/$name /"
 }
+
+# `memcheck BIN`: compute-sanitizer's memcheck on tiny-mlx-4bit's full suite and the built-in model's quick suite
+# (about 80 and 75 s on the H200); prints each run's error summary. Calls 107-108 found two use-after-frees this way
+# that the suites only showed now and then.
+memcheck() {
+  local cs
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  step memcheck-4bit 90 "$cs" --print-limit 10 "$1" check --device cuda --model fixtures/tiny-mlx-4bit
+  step memcheck-coder 90 "$cs" --print-limit 10 "$1" check --device cuda --quick --model models/tensorfold-coder-tiny
+  grep -HE "ERROR SUMMARY|cases," "$OUT"/memcheck-*.log | sed "s|^$OUT/||"
+}
