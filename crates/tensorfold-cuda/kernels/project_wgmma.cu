@@ -328,7 +328,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) __stcg(mine + (4 * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
+            for (int nt = 0; nt < NT; ++nt)
+                __stcg(mine + (4 * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
         __threadfence();  // the sums are visible device-wide before the ticket says so
         __syncthreads();
         if (tid == 0) {
@@ -370,18 +371,19 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 // third, from start3 to the fourth (INT_MAX: no such matrix), each with the blocks it has alone, so each output
 // gets the bits of its own launch. Tickets and partial sums are indexed by the launch's block, so split launches
 // share them too.
-#define WGMMA_A4(NAME, S, NT, MT, SUF)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(128, MT == 1 ? 5 : 4) project_wgmma_a4_g2_##NAME##SUF(                            \
-        const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),     \
-        int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,    \
-        u32* tickets) {                                                                                          \
-        kernel_entry();                                                                                          \
-        const int j = job_of_block((int)blockIdx.x, start1, start2, start3);                                     \
-        project_wgmma_a4<S, NT, MT>((int)blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                \
-                            job_pick(j, codes0, codes1, codes2, codes3),                                         \
-                            job_pick(j, scales0, scales1, scales2, scales3),                                     \
-                            job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), rows,  \
-                            job_pick(j, out0, out1, out2, out3), cols, nw, b_tiles, partial, tickets);          \
+#define WGMMA_A4(NAME, S, NT, MT, SUF)                                                                            \
+    extern "C" __global__ void __launch_bounds__(128, MT == 1 ? 5 : 4) project_wgmma_a4_g2_##NAME##SUF(           \
+        const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
+        int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
+        u32* tickets) {                                                                                           \
+        kernel_entry();                                                                                           \
+        const int j = job_of_block((int)blockIdx.x, start1, start2, start3);                                      \
+        project_wgmma_a4<S, NT, MT>((int)blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,         \
+                                    job_pick(j, codes0, codes1, codes2, codes3),                                  \
+                                    job_pick(j, scales0, scales1, scales2, scales3),                              \
+                                    job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), \
+                                    rows, job_pick(j, out0, out1, out2, out3), cols, nw, b_tiles, partial,        \
+                                    tickets);                                                                     \
     }
 #define WGMMA_A4_ALL(NT, MT, SUF) \
     WGMMA_A4(f32, F32T, NT, MT, SUF) WGMMA_A4(f16, F16T, NT, MT, SUF) WGMMA_A4(bf16, BF16T, NT, MT, SUF)

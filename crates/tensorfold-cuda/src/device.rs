@@ -452,6 +452,8 @@ impl Dev {
             return s.clone();
         }
         if c.i32s.len() >= CACHE_ENTRIES {
+            // Dropped copies go back to the driver: recorded launches still reading them are sent first.
+            self.send_recorded();
             c.i32s.clear();
         }
         let s = Arc::new(self.upload(v));
@@ -465,6 +467,8 @@ impl Dev {
             return s.clone();
         }
         if c.u64s.len() >= CACHE_ENTRIES {
+            // Dropped copies go back to the driver: recorded launches still reading them are sent first.
+            self.send_recorded();
             c.u64s.clear();
         }
         let s = Arc::new(self.upload(v));

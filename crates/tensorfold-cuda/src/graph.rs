@@ -4,10 +4,13 @@
 //! arguments are those the plain launches would have had, so every bit is the same.
 //!
 //! Stream order is kept by one rule (device.rs): anything but a kernel that writes device memory (an upload, a
-//! memset, a copy) first sends the recorded launches. Frees need no rule: freed memory goes to a later allocation on
-//! the same stream, which only kernels recorded after the free, or writes made after a send, touch. The round's
-//! small host arrays (row tables, token ids, draw descriptions) are staged in one arena instead, uploaded in one copy
-//! ahead of the segment that reads them, at addresses that repeat from round to round (so nodes rarely change).
+//! memset, a copy) first sends the recorded launches, and so does anything that frees device memory to the driver
+//! (the driver runs a free at once, ahead of recorded launches that may still use the memory: weights' SendFirst,
+//! the pool's excess, the staging caches). Buffers recycled by the pool need no rule: one goes to a later
+//! allocation on the same stream, which only kernels recorded after it, or writes made after a send, touch. The
+//! round's small host arrays (row tables, token ids, draw descriptions) are staged in one arena instead, uploaded in
+//! one copy ahead of the segment that reads them, at addresses that repeat from round to round (so nodes rarely
+//! change).
 
 use crate::device::{ok, Arg};
 use cudarc::driver::{sys, CudaSlice, CudaStream};

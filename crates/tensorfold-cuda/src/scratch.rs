@@ -59,12 +59,13 @@ impl ScratchPool {
         let mut g = self.free.lock().unwrap_or_else(|p| p.into_inner());
         if g.1 + class > IDLE_BYTES {
             drop(g);
+            // The flag is read and the buffer queued under the excess lock, which `sent` clears the flag under: a
+            // buffer queued while launches are unsent is freed by that send, not left for the next one.
+            let mut excess = self.excess.lock().unwrap_or_else(|p| p.into_inner());
             if self.unsent.load(Ordering::SeqCst) {
-                self.excess
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((ptr, class));
+                excess.push((ptr, class));
             } else {
+                drop(excess);
                 self.free_now(ptr, class);
             }
             return;
@@ -82,14 +83,12 @@ impl ScratchPool {
 
     /// The device sent every recorded launch: the buffers that waited are freed (in stream order after them).
     pub(crate) fn sent(&self) {
-        self.unsent.store(false, Ordering::SeqCst);
-        self.release_excess();
-    }
-
-    /// Frees the buffers returned beyond IDLE_BYTES that waited for the recorded launches to be sent.
-    fn release_excess(&self) {
-        let excess = std::mem::take(&mut *self.excess.lock().unwrap_or_else(|p| p.into_inner()));
-        for (ptr, class) in excess {
+        let waiting = {
+            let mut excess = self.excess.lock().unwrap_or_else(|p| p.into_inner());
+            self.unsent.store(false, Ordering::SeqCst);
+            std::mem::take(&mut *excess)
+        };
+        for (ptr, class) in waiting {
             self.free_now(ptr, class);
         }
     }
@@ -109,7 +108,7 @@ impl ScratchPool {
 
 impl Drop for ScratchPool {
     fn drop(&mut self) {
-        self.release_excess();
+        self.sent();
         let idle: Vec<(usize, u64)> = {
             let g = self.free.get_mut().unwrap_or_else(|p| p.into_inner());
             g.0.drain()

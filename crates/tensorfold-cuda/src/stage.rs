@@ -3,6 +3,7 @@
 
 use crate::device::{ok, Dev};
 use crate::graph::GraphStats;
+use crate::scratch::Buf;
 use cudarc::driver::{CudaSlice, DeviceRepr};
 use std::sync::{Arc, OnceLock};
 
@@ -33,9 +34,13 @@ pub fn graph_segment() -> usize {
 /// A small host array on the device for the launches of the op that staged it (valid until the next
 /// synchronisation): in the recorded round's arena, or uploaded.
 pub enum Staged<T> {
-    Owned(CudaSlice<T>),
+    /// A recycled buffer (`upload_buf`): it may be dropped before the recorded launches that read it are sent.
+    Owned(Buf<T>),
     Shared(Arc<CudaSlice<T>>),
-    Arena { ptr: u64, generation: u64 },
+    Arena {
+        ptr: u64,
+        generation: u64,
+    },
 }
 
 impl Dev {
@@ -91,7 +96,7 @@ impl Dev {
     /// `v` on the device for the launches of this op: staged in the round's arena while recording, else uploaded.
     pub fn stage<T: DeviceRepr>(&self, v: &[T]) -> Staged<T> {
         self.arena(v)
-            .unwrap_or_else(|| Staged::Owned(self.upload(v)))
+            .unwrap_or_else(|| Staged::Owned(self.upload_buf(v)))
     }
 
     /// As `stage`, sharing the content-keyed copies of `i32s` when not recording (a prompt chunk's row tables
