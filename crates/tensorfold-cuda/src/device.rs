@@ -251,7 +251,8 @@ impl Dev {
         if let Some(g) = &self.graphs {
             let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
             if g.open {
-                if let Some(pool) = &self.pool {
+                // The first launch of a segment tells the pool that frees must wait for the send.
+                if let (Some(pool), false) = (&self.pool, g.has_pending()) {
                     pool.recorded();
                 }
                 if g.record(l) {

@@ -59,16 +59,11 @@ pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<Cu
             .flat_map(|run| project_wgmma(dev, x, run, &name))
             .collect();
     }
-    share_launches(dev, x, ws, &kernel)
-}
-
-/// x Wᵢᵀ for each of `ws` (tensor-core matrices of one family, columns and warps) in launches of up to MAX_JOBS.
-fn share_launches(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix], kernel: &str) -> Vec<CudaAct> {
     let shapes: Vec<(usize, usize)> = ws.iter().map(|w| (w.rows(), w.cols())).collect();
     let mut ys = Vec::with_capacity(ws.len());
     let mut rest = ws;
     for n in launch_runs(&shapes, x.rows <= many_rows()) {
-        ys.extend(project_mma(dev, x, &rest[..n], kernel, mma_layout().0));
+        ys.extend(project_mma(dev, x, &rest[..n], &kernel, mma_layout().0));
         rest = &rest[n..];
     }
     ys

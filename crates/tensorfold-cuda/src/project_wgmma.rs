@@ -84,11 +84,14 @@ fn wgmma_kernel_for(
 /// outputs, so a split launch has at most this many.
 pub(crate) const WGMMA_TICKETS: usize = 4096;
 
-/// Launches of fewer blocks of outputs than this split each output's groups over mma_warps blocks (one residue
-/// each): 4 blocks an SM (the kernel's launch bound) × the H200's 132 SMs. Without the split a 5,120-output matrix
+/// Launches of fewer blocks of outputs than this (a wave) split each output's groups over mma_warps blocks (one
+/// residue each). Without the split a 5,120-output matrix
 /// keeps 40 SMs busy (call 98: 5120×17408 in 140.5 µs, 63.5 split). `TENSORFOLD_CUDA_WGMMA_SPLIT` overrides it
 /// (0: never split); the bits are the same either way.
-const SPLIT_BELOW: usize = 4 * 132;
+const SPLIT_BELOW: usize = WAVE;
+
+/// Blocks of 128 outputs the H200 runs at once: 4 an SM (the kernel's launch bound) × 132 SMs.
+const WAVE: usize = 4 * 132;
 
 fn split_below() -> usize {
     static BELOW: OnceLock<usize> = OnceLock::new();
@@ -127,7 +130,7 @@ pub(super) fn project_wgmma(
         let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum();
         b * if b < split_below() { nw } else { 1 }
     };
-    let block_outputs = if m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < SPLIT_BELOW {
+    let block_outputs = if m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE {
         BLOCK_OUTPUTS / 2
     } else {
         BLOCK_OUTPUTS
@@ -139,7 +142,12 @@ pub(super) fn project_wgmma(
     };
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
-    let tiles = Arg::P(dev.ptr(b_tiles(dev, x)));
+    // alloc_prepared gives every round the wgmma kernel takes room for the B tiles, and the form's writer fills them.
+    let tiles = p
+        .b_tiles
+        .as_ref()
+        .expect("a wgmma projection of rows whose tensor-core form has no B tiles");
+    let tiles = Arg::P(dev.ptr(tiles));
     let mut args = vec![
         Arg::P(dev.ptr(&p.hi)),
         Arg::P(dev.ptr(&p.lo)),
@@ -185,16 +193,6 @@ pub(crate) fn takes_b_tiles(dev: &Dev, rows: usize, cols: usize) -> bool {
 /// Words of x's B tiles: 4,096 bytes a group of 64 columns.
 pub(crate) fn b_tile_words(cols: usize) -> usize {
     cols / 64 * 1024
-}
-
-/// x's rows as the B tiles of its column groups, written beside its tensor-core form (alloc_prepared gives every
-/// round the wgmma kernel takes room for them): every block of every matrix projected from x copies a group's tile
-/// as 16-byte pieces.
-fn b_tiles<'a>(dev: &Dev, x: &'a CudaAct) -> &'a crate::scratch::Buf<u32> {
-    prepared(dev, x)
-        .b_tiles
-        .as_ref()
-        .expect("a wgmma projection of rows whose tensor-core form has no B tiles")
 }
 
 #[cfg(test)]
