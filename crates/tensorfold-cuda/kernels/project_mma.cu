@@ -58,9 +58,10 @@ __device__ __forceinline__ u32 codes_to_bf16x2(u32 p) { return centre_codes(p | 
 // A group's bias for centred codes: b + 8s, in f32 (the same fma on every path).
 __device__ __forceinline__ float centred_bias(float s, float b) { return fmaf(8.0f, s, b); }
 
-// x's wgmma B tiles (project_wgmma.cu): one 4,096-byte tile a group of 64 columns, for up to 16 rows, row r's hi
-// in B column n = 8·(r / 4) + 2·(r % 4) and its lo in column n + 1 (TILE_ROWS rows an n-tile, as the mma.sync
-// kernels' columns).
+// x's wgmma B tiles (project_wgmma.cu, project_wgmma_gemm.cu): one 4,096-byte tile a group of 64 columns and block
+// of 16 rows, row r's hi in B column n = 8·((r % 16) / 4) + 2·(r % 4) and its lo in column n + 1 (TILE_ROWS rows
+// an n-tile, as the mma.sync kernels' columns); the tiles of a row block's groups side by side, then the next
+// row block's.
 #define WG_STEP 256    // bytes between k16 steps in the B tile (2 core matrices of 128 bytes along K)
 #define WG_TILE 4096   // the B tile of one group: 4 column groups × 8 core matrices × 128 bytes
 
@@ -89,8 +90,9 @@ __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
 // Element i (of the flattened [rows, cols], cols % 32 == 0) of x's tensor-core form: hi and lo bf16 in the pair
 // order of each 8-column word, and the f32 sum of its 32 columns (one butterfly). A whole warp calls it on 32
 // consecutive elements, lane = i % 32, so every producer (prepare_x, rms_norm, add_rms_norm, swiglu, dn_norm) gives
-// the same bits for the same values. When bt is not null (rounds the wgmma kernel takes: up to 16 rows, cols % 64
-// == 0), hi and lo also go to the element's slots in x's wgmma B tiles (wg_tile_at): no launch of its own.
+// the same bits for the same values. When bt is not null (calls a wgmma kernel takes: rounds of up to 16 rows,
+// prompt chunks of bf16 weights; cols % 64 == 0), hi and lo also go to the element's slots in x's wgmma B tiles
+// (wg_tile_at): no launch of its own.
 __device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict__ xh, u16* __restrict__ xl,
                                               float* __restrict__ xs, u16* __restrict__ bt, int cols) {
     const float s = warp_sum(v);
@@ -103,9 +105,11 @@ __device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict
     xl[dst] = l;
     if ((threadIdx.x & 31) == 0) xs[i / 32] = s;
     if (bt != nullptr) {
+        // Tiles of 16 rows, row block major: tile (row / 16, group) at (row / 16 · groups + group) · WG_TILE.
         const int row = (int)(i / (size_t)cols), c = (int)(i % (size_t)cols);
-        unsigned char* tile = reinterpret_cast<unsigned char*>(bt) + (size_t)(c >> 6) * WG_TILE;
-        const int at = wg_tile_at(row, (c & 56) + pe);
+        unsigned char* tile =
+            reinterpret_cast<unsigned char*>(bt) + ((size_t)(row >> 4) * (cols >> 6) + (c >> 6)) * WG_TILE;
+        const int at = wg_tile_at(row & 15, (c & 56) + pe);
         *reinterpret_cast<u16*>(tile + at) = h;
         *reinterpret_cast<u16*>(tile + at + 16) = l;  // lo is the next B column: 16 bytes on (wg_b_at)
     }

@@ -413,6 +413,7 @@ pub(crate) fn gated_attention(
         if let Some(qt) = block_qt {
             dev.launch_smem(
                 &format!("attn_block_d{hd}_q{qt}"),
+                None,
                 (
                     kvh as u32,
                     rows_here.div_ceil(rows_per_block as u32),

@@ -70,6 +70,9 @@ pub struct Dev {
     /// Whether rounds of 5 to 16 rows take the wgmma kernels (project_wgmma.rs): on Hopper (compute capability
     /// 9.0, the module then built for sm_90a) unless `TENSORFOLD_CUDA_WGMMA=0`.
     pub(crate) wgmma: bool,
+    /// Whether a bf16 matrix the prompt wgmma kernel takes has been uploaded (ops.rs upload_matrix): prompt chunks
+    /// then write x's B tiles (project_wgmma.rs takes_b_tiles), which 4-bit models' chunks never read.
+    pub(crate) bf16_prompt_tiles: std::sync::atomic::AtomicBool,
 }
 
 /// Panics with a clear message on a device error inside an op (the Backend ops have no error channel; a failed
@@ -170,6 +173,7 @@ impl Dev {
         Ok(Dev {
             tickets,
             wgmma,
+            bf16_prompt_tiles: Default::default(),
             max_dynamic_smem,
             graphs,
             pool,
@@ -189,18 +193,19 @@ impl Dev {
         self.launch_as(name, None, grid, block, args)
     }
 
-    /// `launch` with `smem` bytes of dynamic shared memory (kernels in DYNAMIC_SMEM_KERNELS may take up to
+    /// `launch_as` with `smem` bytes of dynamic shared memory (kernels in DYNAMIC_SMEM_KERNELS may take up to
     /// `max_dynamic_smem`).
     pub fn launch_smem(
         &self,
         name: &str,
+        label: Option<&str>,
         grid: (u32, u32, u32),
         block: u32,
         smem: u32,
         args: &[Arg],
     ) {
         for _ in 0..launch_copies(name) {
-            self.launch_once(name, None, grid, block, smem, args);
+            self.launch_once(name, label, grid, block, smem, args);
         }
     }
 

@@ -2,7 +2,7 @@
 //! shared memory.
 
 /// Name prefixes of the kernels that take dynamic shared memory past the default 48 KB.
-pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_"];
+pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_", "project_wgmma_gemm_"];
 
 /// Every kernel the module must export.
 pub fn kernel_names() -> Vec<String> {
@@ -69,6 +69,9 @@ pub fn kernel_names() -> Vec<String> {
         v.push(format!("project_mma_bf16_nt{nt}"));
     }
     v.push("project_gemm_bf16".into());
+    for k in ["w2", "w3"] {
+        v.push(format!("project_wgmma_gemm_bf16_{k}"));
+    }
     for hd in crate::attention::BLOCK_HEAD_DIMS {
         for qt in [2, 3] {
             v.push(format!("attn_block_d{hd}_q{qt}"));

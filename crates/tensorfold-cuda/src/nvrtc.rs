@@ -28,6 +28,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "attention_block.cu",
         include_str!("../kernels/attention_block.cu"),
     ),
+    (
+        "project_wgmma_gemm.cu",
+        include_str!("../kernels/project_wgmma_gemm.cu"),
+    ),
     ("deltanet.cu", include_str!("../kernels/deltanet.cu")),
     ("sample.cu", include_str!("../kernels/sample.cu")),
 ];

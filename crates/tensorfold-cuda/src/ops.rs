@@ -127,6 +127,10 @@ pub(crate) fn upload_matrix(dev: &Arc<Dev>, m: &StoredMatrix) -> Result<CudaMatr
                     data.len()
                 ));
             }
+            if dtype == DenseDType::BF16 && dev.wgmma && cols.is_multiple_of(64) {
+                dev.bf16_prompt_tiles
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             Ok(CudaMatrix::Dense {
                 _send: SendFirst(dev.clone()),
                 dtype,

@@ -225,7 +225,7 @@ fn stream_max_warps(wpl: usize, stages: usize, tiles: usize) -> usize {
 pub(crate) fn alloc_prepared(dev: &Dev, rows: usize, cols: usize) -> Prepared {
     let n = rows * cols;
     let b_tiles = wgmma::takes_b_tiles(dev, rows, cols)
-        .then(|| dev.scratch::<u32>(wgmma::b_tile_words(cols)));
+        .then(|| dev.scratch::<u32>(wgmma::b_tile_words(rows, cols)));
     Prepared {
         hi: dev.scratch::<u16>(n),
         lo: dev.scratch::<u16>(n),

@@ -1,9 +1,9 @@
 //! The prompt kernel's dispatch (project_gemm.cu): which calls take it, which kernel, and its launch; every
 //! choice here gives the decode kernels' bits.
 
-use super::launch_split_walk;
-use crate::device::Dev;
-use crate::ops::{blocks, CudaAct, CudaMatrix};
+use super::{launch_split_walk, mma_warps, prepared, tensor_core_args};
+use crate::device::{Arg, Dev};
+use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
 use std::sync::OnceLock;
 
 /// Whether the prompt kernel for bf16 weights takes its blocks as numbered, tiles inner
@@ -40,16 +40,100 @@ pub(super) fn gemm_kernel(family: &str) -> Option<String> {
 }
 
 /// y = x Wᵀ by the prompt kernel `name`: blocks of 64 outputs × 64 rows, 4 warps, each output's column groups
-/// split as the decode kernels split them (mma_warps), so the bits are theirs.
+/// split as the decode kernels split them (mma_warps), so the bits are theirs. bf16 weights take the wgmma prompt
+/// kernel instead where x has its B tiles (wgmma_gemm).
 pub(super) fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
+    if name == "project_gemm_bf16" {
+        if let Some(y) = wgmma_gemm(dev, x, w) {
+            return y;
+        }
+    }
     let grid = (blocks(w.rows(), 64), blocks(x.rows, 64), 1);
     launch_split_walk(dev, x, w, name, grid)
 }
 
+/// Warpgroups a block of the wgmma prompt kernel (project_wgmma_gemm.cu): `TENSORFOLD_CUDA_WGMMA_GEMM` = 2 or 3
+/// (default 3: 192 outputs × 64 rows a block, one block an SM), or 0 to keep project_gemm_bf16 (for same-run
+/// comparisons; the bits are the same).
+fn wgmma_gemm_warpgroups() -> usize {
+    static WGS: OnceLock<usize> = OnceLock::new();
+    *WGS.get_or_init(
+        || match std::env::var("TENSORFOLD_CUDA_WGMMA_GEMM").as_deref() {
+            Ok("0") => 0,
+            Ok("2") => 2,
+            _ => 3,
+        },
+    )
+}
+
+/// Whether calls of `rows` rows take the wgmma prompt kernel where the weights are bf16 (the device permitting):
+/// prompt chunks (gemm_for), unless switched off.
+pub(super) fn wgmma_gemm_rows(rows: usize) -> bool {
+    gemm_for(rows) && wgmma_gemm_warpgroups() > 0
+}
+
+/// Dynamic shared memory of a wgmma prompt block of `wgs` warpgroups: 4 stages of one group's B tiles (16 KB) and
+/// weights (128 bytes an output), as project_wgmma_gemm.cu's GwgStage.
+fn wgmma_gemm_smem(wgs: usize) -> usize {
+    4 * (16384 + 64 * wgs * 128)
+}
+
+/// The wgmma prompt kernel with blocks of `wgs` warpgroups.
+fn wgmma_gemm_name(wgs: usize) -> String {
+    format!("project_wgmma_gemm_bf16_w{wgs}")
+}
+
+/// y = x Wᵀ for bf16 weights by the wgmma prompt kernel, when the device has it and x has its B tiles
+/// (takes_b_tiles); `None` otherwise. Blocks of 64·WGS outputs × 64 rows, the groups walked in the decode
+/// kernels' warp split (mma_warps), so the bits are theirs.
+fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> Option<CudaAct> {
+    let wgs = wgmma_gemm_warpgroups();
+    let smem = wgmma_gemm_smem(wgs);
+    if !dev.wgmma || wgs == 0 || smem > dev.max_dynamic_smem() {
+        return None;
+    }
+    let tiles = prepared(dev, x).b_tiles.as_ref()?;
+    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
+    let y = new_act(dev, rows, out_f);
+    let mut args = tensor_core_args(dev, x, w, &y);
+    args.extend([
+        Arg::I(rows as i32),
+        Arg::I(out_f as i32),
+        Arg::I(cols as i32),
+        Arg::I(mma_warps(w) as i32),
+        Arg::P(dev.ptr(tiles)),
+    ]);
+    let name = wgmma_gemm_name(wgs);
+    let label = dev
+        .profile
+        .enabled
+        .then(|| format!("{name} {out_f}x{cols}"));
+    let grid = (blocks(out_f, 64 * wgs), blocks(rows, 64), 1);
+    dev.launch_smem(
+        &name,
+        label.as_deref(),
+        grid,
+        (128 * wgs) as u32,
+        smem as u32,
+        &args,
+    );
+    Some(y)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::gemm_kernel;
+    use super::{gemm_kernel, wgmma_gemm_name, wgmma_gemm_smem};
     use crate::device::kernel_names;
+
+    #[test]
+    fn both_wgmma_prompt_kernels_are_built_and_their_stages_fit_hoppers_shared_memory() {
+        let module = kernel_names();
+        for wgs in [2, 3] {
+            assert!(module.contains(&wgmma_gemm_name(wgs)), "{wgs} warpgroups");
+            // Hopper's opt-in limit is 227 KB a block, of which the system takes 1 KB.
+            assert!(wgmma_gemm_smem(wgs) <= 226 * 1024, "{wgs} warpgroups");
+        }
+    }
 
     #[test]
     fn every_prompt_kernel_the_dispatch_names_is_in_the_module() {

@@ -183,16 +183,23 @@ pub(super) fn project_wgmma(
     ys
 }
 
-/// Whether the tensor-core form of `rows` × `cols` values also needs its wgmma B tiles: rounds the wgmma kernel
-/// takes (min_rows to 16 rows, whole groups of 64) on a device that has it. The producers of the form then write them
-/// (project_mma.cu prepare_store).
+/// Whether the tensor-core form of `rows` × `cols` values also needs its wgmma B tiles, on a device that has the
+/// wgmma kernels and for whole groups of 64 columns: rounds the wgmma kernel takes (min_rows to 16 rows), and prompt
+/// chunks once a bf16 matrix the prompt wgmma kernel takes is loaded (project_gemm.rs). The producers of the form
+/// then write them (project_mma.cu prepare_store).
 pub(crate) fn takes_b_tiles(dev: &Dev, rows: usize, cols: usize) -> bool {
-    dev.wgmma && (min_rows()..=16).contains(&rows) && cols.is_multiple_of(64)
+    let prompt = || {
+        super::gemm::wgmma_gemm_rows(rows)
+            && dev
+                .bf16_prompt_tiles
+                .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    dev.wgmma && cols.is_multiple_of(64) && ((min_rows()..=16).contains(&rows) || prompt())
 }
 
-/// Words of x's B tiles: 4,096 bytes a group of 64 columns.
-pub(crate) fn b_tile_words(cols: usize) -> usize {
-    cols / 64 * 1024
+/// Words of x's B tiles: 4,096 bytes a group of 64 columns and block of 16 rows.
+pub(crate) fn b_tile_words(rows: usize, cols: usize) -> usize {
+    rows.div_ceil(16) * cols / 64 * 1024
 }
 
 #[cfg(test)]

@@ -58,14 +58,31 @@ impl Report {
         }
         self.lines.push(line);
     }
-    /// Records a bit-for-bit comparison.
+    /// Records a bit-for-bit comparison; a failure says how many values differ, where the first is, and the
+    /// largest difference (a few ulps from an order of sums, or garbage from a layout).
     pub(crate) fn same(&mut self, what: &str, a: &[f32], b: &[f32]) {
-        let diff = a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x.to_bits() != y.to_bits());
-        let line = format!(
-            "{} {what}: {}",
-            if diff { "FAIL" } else { "ok  " },
-            if diff { "bits differ" } else { "bit-equal" }
-        );
+        let differ: Vec<usize> = (0..a.len().min(b.len()))
+            .filter(|&i| a[i].to_bits() != b[i].to_bits())
+            .collect();
+        let diff = a.len() != b.len() || !differ.is_empty();
+        let detail = match differ.first() {
+            Some(&i) => {
+                let worst = differ
+                    .iter()
+                    .map(|&k| (a[k] - b[k]).abs())
+                    .fold(0.0f32, f32::max);
+                format!(
+                    "bits differ ({} of {}; first at {i}: {} vs {}; largest difference {worst:e})",
+                    differ.len(),
+                    a.len(),
+                    a[i],
+                    b[i]
+                )
+            }
+            None if diff => format!("lengths differ ({} vs {})", a.len(), b.len()),
+            None => "bit-equal".to_string(),
+        };
+        let line = format!("{} {what}: {detail}", if diff { "FAIL" } else { "ok  " });
         if diff {
             self.failures.push(line.clone());
         }
