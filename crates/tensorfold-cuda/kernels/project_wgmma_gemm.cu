@@ -1,16 +1,19 @@
-// project_wgmma_gemm.cu: prompt chunks of bf16 weights (project_gemm.rs says which calls) on Hopper's warpgroup
-// mma, m64n128k16, with the bits project_gemm_bf16 and the decode kernels give every output.
+// project_wgmma_gemm.cu: prompt chunks of bf16 and MLX 4-bit g64 weights (project_gemm.rs says which calls) on
+// Hopper's warpgroup mma, m64n128k16, with the bits the mma.sync prompt kernel and the decode kernels give every output.
 //
 // Why the bits match: as in project_gemm.cu, a block walks the column groups residue by residue (0, nw, 2nw, …,
-// then 1, nw + 1, …). Each residue's chain is a decode warp's: one accumulator from +0 through the residue's
-// groups, four k16 steps a group with project_stream's A fragments (pairs_bf16) and x's words where mma.sync's
-// lanes would feed them (x's B tiles, project_mma.cu wg_tile_at); wgmma gives a chain of mma.sync m16n8k16 bit for
-// bit when each k16 step holds the same operands in the same slots (call 93). At a residue's end each row's value
-// is hi + lo, and total = p0, total += p1, … in residue order (the decode finish's order).
+// then 1, nw + 1, …), four k16 steps a group with project_stream's A fragments (pairs_bf16, or the 4-bit codes'
+// pairs_a4_masked as project_wgmma.cu unpacks them) and x's words where mma.sync's lanes would feed them (x's B
+// tiles, project_mma.cu wg_tile_at); wgmma gives a chain of mma.sync m16n8k16 bit for bit when each k16 step holds
+// the same operands in the same slots (call 93). bf16: each residue's chain is one accumulator from +0 through its
+// groups, and at its end each row's value is hi + lo. 4-bit: each group's chain starts from +0 and folds into the
+// residue's sum with the group's scale and centred bias (project_stream_a4's fmas). Then total = p0, total += p1, …
+// in residue order (the decode finish's order).
 //
-// Why it is faster than project_gemm_bf16 (27B bf16 16k prefill 1,927 against 1,700 tok/s, call 115): one
-// wgmma does a warpgroup's 64 outputs × 128 B columns × 16 k from shared memory, where mma.sync needs every warp
-// to load B fragments itself; a block's B (64 rows) serves WGS warpgroups' outputs.
+// Why it is faster than the mma.sync prompt kernel (16k prefills, calls 116–117: 27B bf16 1,917 against 1,702
+// tok/s, 27B MLX4 1,722 against 1,400): one wgmma does a warpgroup's 64 outputs × 128 B columns × 16 k with B
+// from shared memory, where mma.sync needs every warp to load B fragments itself; a block's B (64 rows) serves WGS
+// warpgroups' outputs.
 //
 // Each group's wgmmas are waited for before the next group's A fragments are loaded. On the H200 a wgmma reads its
 // A registers while it runs, yet ptxas reuses them for the next group's loads once the wgmma is issued: with the
@@ -21,29 +24,46 @@
 // lo side by side); warp i of warpgroup w owns outputs 64w + 16i … + 15 (one m16 slice of the m64). A stage holds one
 // group's B tiles for the block's rows (x's tiles of 16 rows are 4,096 bytes a group, row block major: prepare_store;
 // the block's four side by side make one B operand of 128 columns, 1,024 bytes between 8-column core matrices) and
-// the group's weights of the block's outputs (128 bytes an output, neighbouring 16-byte chunks swapped on odd
-// outputs so a quarter warp's loads hit distinct banks). Copies run D − 1 groups ahead.
+// the group's weights of the block's outputs (GwgStage). Copies run D − 1 groups ahead.
 
 #define GWG_ROWS 64     // rows a block (128 B columns)
 #define GWG_NT 16       // n-tiles of 8 B columns
 #define GWG_B 16384     // bytes of one group's B tiles for the block's rows (4 tiles of 16 rows)
 
-// One stage in dynamic shared memory: the B tiles, then the weights (host mirror: project_gemm.rs).
-template <int WGS>
+// One stage in dynamic shared memory (host mirror: project_gemm.rs wgmma_gemm_smem): the B tiles, then the weights
+// of the block's outputs. bf16: 128 bytes an output (neighbouring 16-byte chunks swapped on odd outputs, so a quarter
+// warp's loads hit distinct banks). 4-bit (tile-major, common.cu): each 16-output tile's 512 bytes
+// of codes as stored, then each tile's scales and biases (16 raw values each, in 64-byte slots), then the rows' two
+// x chunk sums of the group.
+template <bool Q4, int WGS>
 struct GwgStage {
-    static constexpr int OUTS = 64 * WGS;               // outputs a block
-    static constexpr int BYTES = GWG_B + OUTS * 128;    // B tiles, then 64 bf16 weights an output
+    static constexpr int OUTS = 64 * WGS;                       // outputs a block
+    static constexpr int TILES = OUTS / 16;                     // 16-output tiles a block
+    static constexpr int CODES = GWG_B;                         // 4-bit: the codes
+    static constexpr int PARAMS = CODES + TILES * 512;          // 4-bit: tile k's scales at PARAMS + 128k, biases + 64
+    static constexpr int XSUMS = PARAMS + TILES * 128;          // 4-bit: row r's two chunk sums at XSUMS + 8r
+    static constexpr int BYTES = Q4 ? XSUMS + GWG_ROWS * 8 : GWG_B + OUTS * 128;
     static constexpr int THREADS = 128 * WGS;
 };
 
+// The weights one block copies: bf16 [out, cols]; or 4-bit codes, scales and biases (tile-major) and x's chunk sums.
+template <typename S>
+struct GwgWeights {
+    const void* w;
+    const typename S::raw* scales;
+    const typename S::raw* biases;
+    const float* xs;
+};
+
 // Copies group G's B tiles of row blocks q0 … q0 + 3 (of nq; past the last, the last again: those columns are never
-// written) and its weights of outputs ob … (past the last output, the last again) into stage `st`.
-template <int WGS>
+// written) and its weights of outputs ob … (past the last output, the last again) into stage `st`; for 4-bit
+// weights also the scales and biases of the block's tiles and the chunk sums of its rows (from rt0).
+template <bool Q4, typename S, int WGS>
 __device__ __forceinline__ void gwg_issue(SmemAddr st, int G, const unsigned char* __restrict__ bt,
-                                          const u16* __restrict__ w, int q0, int nq, int ob, int out, int cols,
-                                          int groups) {
-    typedef GwgStage<WGS> St;
-    constexpr int T = St::THREADS, BC = GWG_B / 16, AC = St::OUTS * 8;
+                                          const GwgWeights<S>& wt, int q0, int nq, int ob, int out, int rows,
+                                          int cols, int groups) {
+    typedef GwgStage<Q4, WGS> St;
+    constexpr int T = St::THREADS, BC = GWG_B / 16;
     const int tid = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < (BC + T - 1) / T; ++i) {
@@ -53,11 +73,34 @@ __device__ __forceinline__ void gwg_issue(SmemAddr st, int G, const unsigned cha
             cp_async16(st + c * 16, bt + ((size_t)q * groups + G) * WG_TILE + (c & 255) * 16, true);
         }
     }
+    if constexpr (!Q4) {
 #pragma unroll
-    for (int i = 0; i < AC / T; ++i) {
-        const int c = tid + i * T, o = c >> 3, k = c & 7;
-        const u16* src = w + (size_t)min(ob + o, out - 1) * cols + (size_t)G * 64 + k * 8;
-        cp_async16(st + GWG_B + o * 128 + ((k ^ (o & 1)) * 16), src, true);
+        for (int i = 0; i < St::OUTS * 8 / T; ++i) {
+            const int c = tid + i * T, o = c >> 3, k = c & 7;
+            const u16* src = reinterpret_cast<const u16*>(wt.w) + (size_t)min(ob + o, out - 1) * cols +
+                             (size_t)G * 64 + k * 8;
+            cp_async16(st + GWG_B + o * 128 + ((k ^ (o & 1)) * 16), src, true);
+        }
+    } else {
+        // Codes: 32 chunks a tile, one a thread (TILES · 32 = THREADS).
+        const int tiles = (out + 15) / 16, ct = min(ob / 16 + (tid >> 5), tiles - 1);
+        cp_async16(st + St::CODES + tid * 16,
+                   reinterpret_cast<const unsigned char*>(wt.w) + a4_tile_code(ct * 16, G, groups, 32) +
+                       (tid & 31) * 16,
+                   true);
+        // Scales and biases: RC chunks a run of 16, two runs a tile.
+        constexpr int RC = (int)sizeof(typename S::raw);
+        if (tid < St::TILES * 2 * RC) {
+            const int run = tid / RC, part = tid % RC, pt = min(ob / 16 + (run >> 1), tiles - 1);
+            const typename S::raw* src = ((run & 1) ? wt.biases : wt.scales) + a4_tile_param(pt * 16, G, groups);
+            cp_async16(st + St::PARAMS + (run >> 1) * 128 + (run & 1) * 64 + part * 16,
+                       reinterpret_cast<const unsigned char*>(src) + part * 16, true);
+        }
+        // x's two chunk sums of the group, a row's pair per thread (two 4-byte copies).
+        if (tid < GWG_ROWS * 2) {
+            const int r = tid >> 1, row = min(q0 * 16 + r, rows - 1);
+            cp_async4(st + St::XSUMS + tid * 4, wt.xs + (size_t)row * (cols / 32) + 2 * G + (tid & 1), true);
+        }
     }
 }
 
@@ -124,17 +167,19 @@ __device__ __forceinline__ void gwg_wait(float (&d)[GWG_NT][4], bool read) {
 
 // The walk of one block: its place and the copies' cursor (Gi, ri; the math walks residue by residue itself).
 struct GwgWalk {
-    int q0, nq, ob, groups, nw;
+    int q0, nq, ob, rows, groups, nw;
     int Gi, ri;
 };
 
 // Group j of the walk (of jobs): refill the stage group j − 1 read, load this group's A fragments, issue its
-// wgmmas and wait for them.
-template <int WGS, int D>
+// wgmmas and wait for them. 4-bit weights: the group's sum then folds into acc with its scale and bias
+// (project_stream_a4's fmas) and d starts again from +0.
+template <bool Q4, typename S, int WGS, int D>
 __device__ __forceinline__ void gwg_group(int j, int jobs, GwgWalk& k, unsigned char* smem, SmemAddr smem_s,
-                                          const unsigned char* __restrict__ bt, const u16* __restrict__ w, int out,
-                                          int cols, float (&d)[GWG_NT][4]) {
-    typedef GwgStage<WGS> St;
+                                          const unsigned char* __restrict__ bt, const GwgWeights<S>& wt, int out,
+                                          int cols, u32 mask, float zero, float (&d)[GWG_NT][4],
+                                          float (&acc)[GWG_NT][2]) {
+    typedef GwgStage<Q4, WGS> St;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
     cp_async_wait<D - 2>();  // this thread's copies of group j have landed
 #ifndef TF_EMU
@@ -142,22 +187,33 @@ __device__ __forceinline__ void gwg_group(int j, int jobs, GwgWalk& k, unsigned 
 #endif
     __syncthreads();  // every thread's copies of group j are in; every warpgroup is done with group j − 1's stage
     if (j + D - 1 < jobs) {
-        gwg_issue<WGS>(smem_s + ((unsigned)(j + D - 1) % D) * St::BYTES, k.Gi, bt, w, k.q0, k.nq, k.ob, out, cols,
-                       k.groups);
+        gwg_issue<Q4, S, WGS>(smem_s + ((unsigned)(j + D - 1) % D) * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob, out,
+                              k.rows, cols, k.groups);
         k.Gi += k.nw;
         if (k.Gi >= k.groups) k.Gi = ++k.ri;
     }
     cp_async_commit();
     const unsigned st = ((unsigned)j % D) * St::BYTES;
     // Step q = 2jj + h: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]) of word 2t + jj.
-    const unsigned char* wa = smem + st + GWG_B + (16 * warp + g) * 128;
     u32 a[4][4];
+    uint2 cg, cg8;  // 4-bit: this lane's two words of codes of output g and of g + 8 (project_wgmma.cu's)
+    if constexpr (Q4) {
+        const unsigned char* cw = smem + st + St::CODES + warp * 512;
+        cg = *reinterpret_cast<const uint2*>(cw + g * 32 + t * 8);
+        cg8 = *reinterpret_cast<const uint2*>(cw + (g + 8) * 32 + t * 8);
+    }
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
-        const int at = ((2 * t + jj) ^ (g & 1)) * 16;  // outputs o and o + 8 have g's parity
         u32 pg[4], pg8[4];
-        pairs_bf16(*reinterpret_cast<const uint4*>(wa + at), pg);
-        pairs_bf16(*reinterpret_cast<const uint4*>(wa + 8 * 128 + at), pg8);
+        if constexpr (Q4) {
+            pairs_a4_masked(jj ? cg.y : cg.x, mask, pg);
+            pairs_a4_masked(jj ? cg8.y : cg8.x, mask, pg8);
+        } else {
+            const unsigned char* wa = smem + st + GWG_B + (16 * warp + g) * 128;
+            const int at = ((2 * t + jj) ^ (g & 1)) * 16;  // outputs o and o + 8 have g's parity
+            pairs_bf16(*reinterpret_cast<const uint4*>(wa + at), pg);
+            pairs_bf16(*reinterpret_cast<const uint4*>(wa + 8 * 128 + at), pg8);
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             a[2 * jj + h][0] = pg[2 * h];
@@ -167,14 +223,35 @@ __device__ __forceinline__ void gwg_group(int j, int jobs, GwgWalk& k, unsigned 
         }
     }
     gwg_group_mma(d, a, smem + st, smem_s + st);
-    gwg_wait(d, false);  // before anything may reuse the A registers (see the top of the file)
+    gwg_wait(d, Q4);  // before anything may reuse the A registers (see the top of the file)
+    if constexpr (Q4) {
+        // project_stream_a4's group end: x's group sum (0, then its two chunk sums), the scale and centred bias fmas.
+        const unsigned char* prm = smem + st + St::PARAMS + warp * 128;
+        const typename S::raw* sc = reinterpret_cast<const typename S::raw*>(prm);
+        const typename S::raw* bi = reinterpret_cast<const typename S::raw*>(prm + 64);
+        const float s0 = S::get(sc[g]), s8 = S::get(sc[g + 8]);
+        const float b0 = centred_bias(s0, S::get(bi[g])), b8 = centred_bias(s8, S::get(bi[g + 8]));
+#pragma unroll
+        for (int nt = 0; nt < GWG_NT; ++nt) {
+            const float2 xv = *reinterpret_cast<const float2*>(smem + st + St::XSUMS + (nt * TILE_ROWS + t) * 8);
+            float sx = 0.0f;
+            sx += xv.x;
+            sx += xv.y;
+            const HiLo v = hi_plus_lo(d[nt]);
+            acc[nt][0] = fmaf(b0, sx, fmaf(s0, v.g, acc[nt][0]));
+            acc[nt][1] = fmaf(b8, sx, fmaf(s8, v.g8, acc[nt][1]));
+#pragma unroll
+            for (int i = 0; i < 4; ++i) d[nt][i] = zero;
+        }
+    }
 }
 
-// y = x Wᵀ for bf16 weights w [out, cols] (cols % 64 == 0), x as its B tiles (b_tiles); D stages (≥ 2).
-template <int WGS, int D>
-__device__ __forceinline__ void project_wgmma_gemm(const u16* __restrict__ w, float* __restrict__ y, int rows,
-                                                   int out, int cols, int nw, const u32* __restrict__ b_tiles) {
-    typedef GwgStage<WGS> St;
+// y = x Wᵀ for bf16 weights (wt.w [out, cols], cols % 64 == 0) or MLX 4-bit g64 ones (tile-major codes, scales and
+// biases of type S, x's chunk sums wt.xs), x as its B tiles (b_tiles); D stages (≥ 2).
+template <bool Q4, typename S, int WGS, int D>
+__device__ __forceinline__ void project_wgmma_gemm(const GwgWeights<S>& wt, float* __restrict__ y, int rows, int out,
+                                                   int cols, int nw, const u32* __restrict__ b_tiles) {
+    typedef GwgStage<Q4, WGS> St;
     DYNAMIC_SMEM(smem);
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
     int tile, rb;
@@ -183,6 +260,7 @@ __device__ __forceinline__ void project_wgmma_gemm(const u16* __restrict__ w, fl
     k.q0 = rb * (GWG_ROWS / 16);
     k.nq = (rows + 15) / 16;
     k.ob = tile * St::OUTS;
+    k.rows = rows;
     k.groups = cols / 64;
     k.nw = nw;
     k.Gi = k.ri = 0;
@@ -192,33 +270,37 @@ __device__ __forceinline__ void project_wgmma_gemm(const u16* __restrict__ w, fl
 #pragma unroll
     for (int s = 0; s < D - 1; ++s) {
         if (s < jobs) {
-            gwg_issue<WGS>(smem_s + s * St::BYTES, k.Gi, bt, w, k.q0, k.nq, k.ob, out, cols, k.groups);
+            gwg_issue<Q4, S, WGS>(smem_s + s * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob, out, rows, cols, k.groups);
             k.Gi += k.nw;
             if (k.Gi >= k.groups) k.Gi = ++k.ri;
         }
         cp_async_commit();
     }
-    // Each residue's chain starts at a +0 the compiler cannot see: told it is zero, ptxas drops it (wgmma with
-    // scale-d off, D = A·B), where the decode kernels' mma.sync adds its C of +0 (which differs when A·B is −0).
+    // Each chain (a residue's for bf16, a group's for 4-bit) starts at a +0 the compiler cannot see: told it is
+    // zero, ptxas drops it (wgmma with scale-d off, D = A·B), where the decode kernels' mma.sync adds its C of +0
+    // (which differs when A·B is −0).
     const float zero = opaque_zero();
-    float d[GWG_NT][4], tot[GWG_NT][2];
+    const u32 mask = opaque_nibble_mask();
+    float d[GWG_NT][4], acc[GWG_NT][2], tot[GWG_NT][2];
 #pragma unroll
     for (int nt = 0; nt < GWG_NT; ++nt) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) d[nt][i] = zero;
-        tot[nt][0] = tot[nt][1] = 0.0f;
+        tot[nt][0] = tot[nt][1] = acc[nt][0] = acc[nt][1] = 0.0f;
     }
     int j = 0;
     for (int r = 0; r < min(nw, k.groups); ++r) {
-        // Residue r's groups r, r + nw, …: one chain.
-        for (int G = r; G < k.groups; G += nw) gwg_group<WGS, D>(j++, jobs, k, smem, smem_s, bt, w, out, cols, d);
+        // Residue r's groups r, r + nw, … in order.
+        for (int G = r; G < k.groups; G += nw)
+            gwg_group<Q4, S, WGS, D>(j++, jobs, k, smem, smem_s, bt, wt, out, cols, mask, zero, d, acc);
         gwg_wait(d, true);  // (a no-op: the last group was waited for) pins the accumulators for the reads below
         // The decode finish adds warp r's sums after warp r − 1's.
 #pragma unroll
         for (int nt = 0; nt < GWG_NT; ++nt) {
-            const HiLo v = hi_plus_lo(d[nt]);
+            const HiLo v = Q4 ? HiLo{acc[nt][0], acc[nt][1]} : hi_plus_lo(d[nt]);
             tot[nt][0] = r == 0 ? v.g : tot[nt][0] + v.g;
             tot[nt][1] = r == 0 ? v.g8 : tot[nt][1] + v.g8;
+            acc[nt][0] = acc[nt][1] = 0.0f;
 #pragma unroll
             for (int i = 0; i < 4; ++i) d[nt][i] = zero;
         }
@@ -244,7 +326,23 @@ __device__ __forceinline__ void project_wgmma_gemm(const u16* __restrict__ w, fl
         const u32* b_tiles) {                                                                                     \
         kernel_entry();                                                                                           \
         (void)xh, (void)xl; /* x comes as b_tiles (prepare_store wrote them beside xh and xl) */                  \
-        project_wgmma_gemm<WGS, 4>(w, y, rows, out, cols, nw, b_tiles);                                           \
+        const GwgWeights<F32T> wt{w, nullptr, nullptr, nullptr};                                                  \
+        project_wgmma_gemm<false, F32T, WGS, 4>(wt, y, rows, out, cols, nw, b_tiles);                             \
     }
 WGMMA_GEMM_BF16(2)
 WGMMA_GEMM_BF16(3)
+
+// MLX 4-bit g64 weights, scales and biases of type S.
+#define WGMMA_GEMM_A4(WGS, NAME, S)                                                                               \
+    extern "C" __global__ void __launch_bounds__(128 * WGS, 1) project_wgmma_gemm_a4_g2_##NAME##_w##WGS(          \
+        const u16* xh, const u16* xl, const float* xs, const u32* codes, const S::raw* scales,                    \
+        const S::raw* biases, float* y, int rows, int out, int cols, int nw, const u32* b_tiles) {                \
+        kernel_entry();                                                                                           \
+        (void)xh, (void)xl;                                                                                       \
+        const GwgWeights<S> wt{codes, scales, biases, xs};                                                        \
+        project_wgmma_gemm<true, S, WGS, 4>(wt, y, rows, out, cols, nw, b_tiles);                                 \
+    }
+#define WGMMA_GEMM_A4_ALL(WGS) \
+    WGMMA_GEMM_A4(WGS, f32, F32T) WGMMA_GEMM_A4(WGS, f16, F16T) WGMMA_GEMM_A4(WGS, bf16, BF16T)
+WGMMA_GEMM_A4_ALL(2)
+WGMMA_GEMM_A4_ALL(3)

@@ -70,9 +70,10 @@ pub struct Dev {
     /// Whether rounds of 5 to 16 rows take the wgmma kernels (project_wgmma.rs): on Hopper (compute capability
     /// 9.0, the module then built for sm_90a) unless `TENSORFOLD_CUDA_WGMMA=0`.
     pub(crate) wgmma: bool,
-    /// Whether a bf16 matrix the prompt wgmma kernel takes has been uploaded (ops.rs upload_matrix): prompt chunks
-    /// then write x's B tiles (project_wgmma.rs takes_b_tiles), which 4-bit models' chunks never read.
-    pub(crate) bf16_prompt_tiles: std::sync::atomic::AtomicBool,
+    /// Whether a matrix the wgmma prompt kernel takes (bf16, or 4-bit g64) has been uploaded (ops.rs
+    /// upload_matrix): prompt chunks then write x's B tiles (project_wgmma.rs takes_b_tiles), which other models'
+    /// chunks would never read.
+    pub(crate) prompt_b_tiles: std::sync::atomic::AtomicBool,
 }
 
 /// Panics with a clear message on a device error inside an op (the Backend ops have no error channel; a failed
@@ -173,7 +174,7 @@ impl Dev {
         Ok(Dev {
             tickets,
             wgmma,
-            bf16_prompt_tiles: Default::default(),
+            prompt_b_tiles: Default::default(),
             max_dynamic_smem,
             graphs,
             pool,

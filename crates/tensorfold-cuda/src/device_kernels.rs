@@ -69,8 +69,11 @@ pub fn kernel_names() -> Vec<String> {
         v.push(format!("project_mma_bf16_nt{nt}"));
     }
     v.push("project_gemm_bf16".into());
-    for k in ["w2", "w3"] {
-        v.push(format!("project_wgmma_gemm_bf16_{k}"));
+    for wgs in [2, 3] {
+        v.push(format!("project_wgmma_gemm_bf16_w{wgs}"));
+        for dt in ["f32", "f16", "bf16"] {
+            v.push(format!("project_wgmma_gemm_a4_g2_{dt}_w{wgs}"));
+        }
     }
     for hd in crate::attention::BLOCK_HEAD_DIMS {
         for qt in [2, 3] {

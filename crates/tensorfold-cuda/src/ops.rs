@@ -127,9 +127,8 @@ pub(crate) fn upload_matrix(dev: &Arc<Dev>, m: &StoredMatrix) -> Result<CudaMatr
                     data.len()
                 ));
             }
-            if dtype == DenseDType::BF16 && dev.wgmma && cols.is_multiple_of(64) {
-                dev.bf16_prompt_tiles
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            if dtype == DenseDType::BF16 && cols.is_multiple_of(64) {
+                crate::project::note_wgmma_prompt_matrix(dev);
             }
             Ok(CudaMatrix::Dense {
                 _send: SendFirst(dev.clone()),
@@ -166,6 +165,9 @@ pub(crate) fn upload_matrix(dev: &Arc<Dev>, m: &StoredMatrix) -> Result<CudaMatr
             }
             let (codes, scales, biases) = (&codes[..code_bytes], &scales[..sb], &biases[..sb]);
             let tiled = bits == 4 && tensor_core_a4(group_size, cols);
+            if tiled && group_size == 64 {
+                crate::project::note_wgmma_prompt_matrix(dev);
+            }
             let upload = |data: &[u8], unit: usize| {
                 if tiled {
                     dev.upload(&tile_major(data, rows, cols / group_size, unit))

@@ -21,6 +21,15 @@ pub(crate) use many::{many_rows, project_many};
 use wgmma::{project_wgmma, wgmma_kernel};
 pub(crate) use wgmma::{wgmma_switch, WGMMA_TICKETS};
 
+/// Notes at upload that a matrix the wgmma prompt kernel takes (bf16, 4-bit g64) is loaded on `dev`, so prompt
+/// chunks write x's B tiles from now on (wgmma::takes_b_tiles).
+pub(crate) fn note_wgmma_prompt_matrix(dev: &Dev) {
+    if dev.wgmma {
+        dev.prompt_b_tiles
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Whether a call of `rows` rows of `w` takes a wgmma kernel (and so, in project_many, does every matrix sharing
 /// its input).
 pub(crate) fn takes_wgmma(dev: &Dev, w: &CudaMatrix, rows: usize) -> bool {

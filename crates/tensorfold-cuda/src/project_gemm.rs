@@ -43,18 +43,18 @@ pub(super) fn gemm_kernel(family: &str) -> Option<String> {
 /// split as the decode kernels split them (mma_warps), so the bits are theirs. bf16 weights take the wgmma prompt
 /// kernel instead where x has its B tiles (wgmma_gemm).
 pub(super) fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
-    if name == "project_gemm_bf16" {
-        if let Some(y) = wgmma_gemm(dev, x, w) {
-            return y;
-        }
+    if let Some(y) = wgmma_gemm(dev, x, w, name) {
+        return y;
     }
     let grid = (blocks(w.rows(), 64), blocks(x.rows, 64), 1);
     launch_split_walk(dev, x, w, name, grid)
 }
 
 /// Warpgroups a block of the wgmma prompt kernel (project_wgmma_gemm.cu): `TENSORFOLD_CUDA_WGMMA_GEMM` = 2 or 3
-/// (default 3: 192 outputs × 64 rows a block, one block an SM), or 0 to keep project_gemm_bf16 (for same-run
-/// comparisons; the bits are the same).
+/// (default 3: 192 outputs × 64 rows a block, one block an SM), or 0 to keep the mma.sync prompt kernel
+/// (project_gemm.cu; for same-run comparisons, the bits are the same). Calls 116 and 117, 16k prefills with 3
+/// and 2: 27B bf16 1,917 and 1,865 tok/s; 27B MLX4 1,722 and 1,642 (its 4-bit build of 3 spills 24 bytes, and
+/// is faster all the same).
 fn wgmma_gemm_warpgroups() -> usize {
     static WGS: OnceLock<usize> = OnceLock::new();
     *WGS.get_or_init(
@@ -66,29 +66,43 @@ fn wgmma_gemm_warpgroups() -> usize {
     )
 }
 
-/// Whether calls of `rows` rows take the wgmma prompt kernel where the weights are bf16 (the device permitting):
+/// Whether calls of `rows` rows take the wgmma prompt kernel where the weights allow (the device permitting):
 /// prompt chunks (gemm_for), unless switched off.
 pub(super) fn wgmma_gemm_rows(rows: usize) -> bool {
     gemm_for(rows) && wgmma_gemm_warpgroups() > 0
 }
 
 /// Dynamic shared memory of a wgmma prompt block of `wgs` warpgroups: 4 stages of one group's B tiles (16 KB) and
-/// weights (128 bytes an output), as project_wgmma_gemm.cu's GwgStage.
-fn wgmma_gemm_smem(wgs: usize) -> usize {
-    4 * (16384 + 64 * wgs * 128)
+/// weights, as project_wgmma_gemm.cu's GwgStage: 128 bytes an output of bf16 weights; for 4-bit ones 512 bytes of
+/// codes and a 128-byte slot of scales and biases a tile of 16 outputs, and 8 bytes of x sums a row.
+fn wgmma_gemm_smem(wgs: usize, q4: bool) -> usize {
+    let weights = if q4 {
+        4 * wgs * (512 + 128) + 64 * 8
+    } else {
+        64 * wgs * 128
+    };
+    4 * (16384 + weights)
 }
 
-/// The wgmma prompt kernel with blocks of `wgs` warpgroups.
-fn wgmma_gemm_name(wgs: usize) -> String {
-    format!("project_wgmma_gemm_bf16_w{wgs}")
+/// The wgmma prompt kernel standing in for prompt kernel `gemm` (bf16, or 4-bit g64 of any scale type) with
+/// blocks of `wgs` warpgroups; `None` for the others (4-bit g32), which keep it.
+fn wgmma_gemm_name(gemm: &str, wgs: usize) -> Option<String> {
+    (gemm == "project_gemm_bf16" || gemm.starts_with("project_gemm_a4_g2_")).then(|| {
+        format!(
+            "{}_w{wgs}",
+            gemm.replace("project_gemm", "project_wgmma_gemm")
+        )
+    })
 }
 
-/// y = x Wᵀ for bf16 weights by the wgmma prompt kernel, when the device has it and x has its B tiles
-/// (takes_b_tiles); `None` otherwise. Blocks of 64·WGS outputs × 64 rows, the groups walked in the decode
-/// kernels' warp split (mma_warps), so the bits are theirs.
-fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> Option<CudaAct> {
+/// y = x Wᵀ by the wgmma prompt kernel standing in for prompt kernel `gemm`, when there is one, the device has it
+/// and x has its B tiles (takes_b_tiles); `None` otherwise. Blocks of 64·WGS outputs × 64 rows, the groups walked in
+/// the decode kernels' warp split (mma_warps), so the bits are theirs.
+fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, gemm: &str) -> Option<CudaAct> {
+    let q4 = matches!(w, CudaMatrix::Affine { .. });
     let wgs = wgmma_gemm_warpgroups();
-    let smem = wgmma_gemm_smem(wgs);
+    let name = wgmma_gemm_name(gemm, wgs)?;
+    let smem = wgmma_gemm_smem(wgs, q4);
     if !dev.wgmma || wgs == 0 || smem > dev.max_dynamic_smem() {
         return None;
     }
@@ -103,7 +117,6 @@ fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> Option<CudaAct> {
         Arg::I(mma_warps(w) as i32),
         Arg::P(dev.ptr(tiles)),
     ]);
-    let name = wgmma_gemm_name(wgs);
     let label = dev
         .profile
         .enabled
@@ -126,12 +139,25 @@ mod tests {
     use crate::device::kernel_names;
 
     #[test]
-    fn both_wgmma_prompt_kernels_are_built_and_their_stages_fit_hoppers_shared_memory() {
+    fn every_wgmma_prompt_kernel_the_dispatch_names_is_built_and_its_stages_fit_hoppers_shared_memory(
+    ) {
         let module = kernel_names();
-        for wgs in [2, 3] {
-            assert!(module.contains(&wgmma_gemm_name(wgs)), "{wgs} warpgroups");
-            // Hopper's opt-in limit is 227 KB a block, of which the system takes 1 KB.
-            assert!(wgmma_gemm_smem(wgs) <= 226 * 1024, "{wgs} warpgroups");
+        let mut prompt = vec!["project_gemm_bf16".to_string()];
+        for dt in ["f32", "f16", "bf16"] {
+            prompt.push(format!("project_gemm_a4_g2_{dt}"));
+            assert_eq!(
+                wgmma_gemm_name(&format!("project_gemm_a4_g1_{dt}"), 3),
+                None
+            );
+        }
+        for gemm in &prompt {
+            for wgs in [2, 3] {
+                let name = wgmma_gemm_name(gemm, wgs).expect("a wgmma prompt kernel");
+                assert!(module.contains(&name), "{name} is not built");
+                // Hopper's opt-in limit is 227 KB a block, of which the system takes 1 KB.
+                let smem = wgmma_gemm_smem(wgs, gemm.contains("_a4_"));
+                assert!(smem <= 226 * 1024, "{name}: {smem} bytes");
+            }
         }
     }
 

@@ -185,13 +185,13 @@ pub(super) fn project_wgmma(
 
 /// Whether the tensor-core form of `rows` × `cols` values also needs its wgmma B tiles, on a device that has the
 /// wgmma kernels and for whole groups of 64 columns: rounds the wgmma kernel takes (min_rows to 16 rows), and prompt
-/// chunks once a bf16 matrix the prompt wgmma kernel takes is loaded (project_gemm.rs). The producers of the form
+/// chunks once a matrix the wgmma prompt kernel takes is loaded (project_gemm.rs). The producers of the form
 /// then write them (project_mma.cu prepare_store).
 pub(crate) fn takes_b_tiles(dev: &Dev, rows: usize, cols: usize) -> bool {
     let prompt = || {
         super::gemm::wgmma_gemm_rows(rows)
             && dev
-                .bf16_prompt_tiles
+                .prompt_b_tiles
                 .load(std::sync::atomic::Ordering::Relaxed)
     };
     dev.wgmma && cols.is_multiple_of(64) && ((min_rows()..=16).contains(&rows) || prompt())
