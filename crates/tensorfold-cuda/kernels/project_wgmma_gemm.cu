@@ -57,7 +57,7 @@ struct GwgWeights {
 
 // Copies group G's B tiles of row blocks q0 … q0 + 3 (of nq; past the last, the last again: those columns are never
 // written) and its weights of outputs ob … (past the last output, the last again) into stage `st`; for 4-bit
-// weights also the scales and biases of the block's tiles and the chunk sums of its rows (from rt0).
+// weights also the scales and biases of the block's tiles and the chunk sums of its rows (from row 16·q0).
 template <bool Q4, typename S, int WGS>
 __device__ __forceinline__ void gwg_issue(SmemAddr st, int G, const unsigned char* __restrict__ bt,
                                           const GwgWeights<S>& wt, int q0, int nq, int ob, int out, int rows,
