@@ -144,6 +144,12 @@ impl CudaBackend {
     ) -> CudaAct {
         project::project_layout(&self.dev, x, w, stages, gemm)
     }
+
+    /// A projection on the wgmma prompt kernel, where the device, the matrix and x's form allow it: for the
+    /// self-test's check that Hopper takes it.
+    pub(crate) fn project_wgmma_prompt(&self, x: &CudaAct, w: &CudaMatrix) -> Option<CudaAct> {
+        project::project_wgmma_prompt(&self.dev, x, w)
+    }
 }
 
 impl Backend for CudaBackend {

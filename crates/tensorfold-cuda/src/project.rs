@@ -36,6 +36,19 @@ pub(crate) fn takes_wgmma(dev: &Dev, w: &CudaMatrix, rows: usize) -> bool {
     mma_kernel(w).is_some_and(|k| wgmma_kernel(dev, &k, rows, w.rows()).is_some())
 }
 
+/// x Wᵀ by the wgmma prompt kernel, where the device, the matrix and x's form allow it (project_gemm.rs
+/// wgmma_gemm); `None` otherwise. The self-test checks that Hopper takes it for the matrices it should.
+pub(crate) fn project_wgmma_prompt(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> Option<CudaAct> {
+    let gemm = gemm_kernel(&mma_kernel(w)?)?;
+    gemm::wgmma_gemm(dev, x, w, &gemm)
+}
+
+/// Whether the wgmma prompt kernel is on and x's form of `rows` × `cols` gets the B tiles it reads, so that it takes
+/// the matrices it can (the self-test's expectation).
+pub(crate) fn wgmma_prompt_expected(dev: &Dev, rows: usize, cols: usize) -> bool {
+    gemm::wgmma_gemm_on() && wgmma::takes_b_tiles(dev, rows, cols)
+}
+
 pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {
     project_staged(dev, x, w, mma_layout().0)
 }
@@ -433,16 +446,19 @@ fn tensor_core_args(dev: &Dev, x: &CudaAct, w: &CudaMatrix, y: &CudaAct) -> Vec<
     args
 }
 
-/// Launches kernel `name` of the families that walk the decode kernels' warp split themselves (the prompt
-/// kernel: x's tensor-core form, the weights, y, then rows, outputs, columns and mma_warps) on `grid` blocks of
-/// 128 threads, and returns y.
-fn launch_split_walk(
-    dev: &Dev,
-    x: &CudaAct,
-    w: &CudaMatrix,
-    name: &str,
+/// How a kernel of the families that walk the decode kernels' warp split themselves (the prompt kernels) is
+/// launched: `grid` blocks of `threads` threads with `smem` bytes of dynamic shared memory, and the arguments after
+/// the common ones.
+struct SplitWalk<'a> {
     grid: (u32, u32, u32),
-) -> CudaAct {
+    threads: u32,
+    smem: u32,
+    extra: &'a [Arg],
+}
+
+/// Launches kernel `name` of the families that walk the decode kernels' warp split themselves (x's tensor-core
+/// form, the weights, y, then rows, outputs, columns and mma_warps, then `l.extra`) and returns y.
+fn launch_split_walk(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str, l: SplitWalk) -> CudaAct {
     let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
     let y = new_act(dev, rows, out_f);
     let mut args = tensor_core_args(dev, x, w, &y);
@@ -452,11 +468,12 @@ fn launch_split_walk(
         Arg::I(cols as i32),
         Arg::I(mma_warps(w) as i32),
     ]);
+    args.extend_from_slice(l.extra);
     let label = dev
         .profile
         .enabled
         .then(|| format!("{name} {out_f}x{cols}"));
-    dev.launch_as(name, label.as_deref(), grid, 128, &args);
+    dev.launch_smem(name, label.as_deref(), l.grid, l.threads, l.smem, &args);
     y
 }
 

@@ -1,9 +1,9 @@
 //! The prompt kernel's dispatch (project_gemm.cu): which calls take it, which kernel, and its launch; every
 //! choice here gives the decode kernels' bits.
 
-use super::{launch_split_walk, mma_warps, prepared, tensor_core_args};
+use super::{launch_split_walk, prepared, SplitWalk};
 use crate::device::{Arg, Dev};
-use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
+use crate::ops::{blocks, CudaAct, CudaMatrix};
 use std::sync::OnceLock;
 
 /// Whether the prompt kernel for bf16 weights takes its blocks as numbered, tiles inner
@@ -47,7 +47,13 @@ pub(super) fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -
         return y;
     }
     let grid = (blocks(w.rows(), 64), blocks(x.rows, 64), 1);
-    launch_split_walk(dev, x, w, name, grid)
+    let launch = SplitWalk {
+        grid,
+        threads: 128,
+        smem: 0,
+        extra: &[],
+    };
+    launch_split_walk(dev, x, w, name, launch)
 }
 
 /// Warpgroups a block of the wgmma prompt kernel (project_wgmma_gemm.cu): `TENSORFOLD_CUDA_WGMMA_GEMM` = 2 or 3
@@ -66,10 +72,15 @@ fn wgmma_gemm_warpgroups() -> usize {
     )
 }
 
+/// Whether the wgmma prompt kernel is switched on (it runs where the device has the wgmma kernels).
+pub(super) fn wgmma_gemm_on() -> bool {
+    wgmma_gemm_warpgroups() > 0
+}
+
 /// Whether calls of `rows` rows take the wgmma prompt kernel where the weights allow (the device permitting):
 /// prompt chunks (gemm_for), unless switched off.
 pub(super) fn wgmma_gemm_rows(rows: usize) -> bool {
-    gemm_for(rows) && wgmma_gemm_warpgroups() > 0
+    gemm_for(rows) && wgmma_gemm_on()
 }
 
 /// Dynamic shared memory of a wgmma prompt block of `wgs` warpgroups: 4 stages of one group's B tiles (16 KB) and
@@ -98,7 +109,7 @@ fn wgmma_gemm_name(gemm: &str, wgs: usize) -> Option<String> {
 /// y = x Wᵀ by the wgmma prompt kernel standing in for prompt kernel `gemm`, when there is one, the device has it
 /// and x has its B tiles (takes_b_tiles); `None` otherwise. Blocks of 64·WGS outputs × 64 rows, the groups walked in
 /// the decode kernels' warp split (mma_warps), so the bits are theirs.
-fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, gemm: &str) -> Option<CudaAct> {
+pub(super) fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, gemm: &str) -> Option<CudaAct> {
     let q4 = matches!(w, CudaMatrix::Affine { .. });
     let wgs = wgmma_gemm_warpgroups();
     let name = wgmma_gemm_name(gemm, wgs)?;
@@ -107,30 +118,13 @@ fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, gemm: &str) -> Option<Cuda
         return None;
     }
     let tiles = prepared(dev, x).b_tiles.as_ref()?;
-    let (rows, out_f, cols) = (x.rows, w.rows(), w.cols());
-    let y = new_act(dev, rows, out_f);
-    let mut args = tensor_core_args(dev, x, w, &y);
-    args.extend([
-        Arg::I(rows as i32),
-        Arg::I(out_f as i32),
-        Arg::I(cols as i32),
-        Arg::I(mma_warps(w) as i32),
-        Arg::P(dev.ptr(tiles)),
-    ]);
-    let label = dev
-        .profile
-        .enabled
-        .then(|| format!("{name} {out_f}x{cols}"));
-    let grid = (blocks(out_f, 64 * wgs), blocks(rows, 64), 1);
-    dev.launch_smem(
-        &name,
-        label.as_deref(),
-        grid,
-        (128 * wgs) as u32,
-        smem as u32,
-        &args,
-    );
-    Some(y)
+    let launch = SplitWalk {
+        grid: (blocks(w.rows(), 64 * wgs), blocks(x.rows, 64), 1),
+        threads: (128 * wgs) as u32,
+        smem: smem as u32,
+        extra: &[Arg::P(dev.ptr(tiles))],
+    };
+    Some(launch_split_walk(dev, x, w, &name, launch))
 }
 
 #[cfg(test)]

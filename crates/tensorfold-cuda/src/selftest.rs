@@ -546,13 +546,25 @@ fn check_prompt_kernel(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     for (name, m, row_counts) in cases {
         let cols = m.cols();
         let w = gpu.matrix(&m).expect("upload");
+        // Where the device has the wgmma kernels (Hopper), bf16 and 4-bit g64 matrices must take the wgmma prompt
+        // kernel whenever x has its B tiles (rounds the wgmma kernels take, prompt chunks), so the checks above
+        // reach it.
+        let wgmma_takes = name.starts_with("bf16") || name.contains(" g64 ");
         for &rows in row_counts {
             let xa = act(gpu, rows, cols, &rng.vec(rows * cols, 1.0));
+            let decode = gpu.to_host(&gpu.project_layout(&xa, &w, 0, false));
             rep.same(
                 &format!("project {name}: prompt kernel vs decode kernels, {rows} rows"),
                 &gpu.to_host(&gpu.project_layout(&xa, &w, 0, true)),
-                &gpu.to_host(&gpu.project_layout(&xa, &w, 0, false)),
+                &decode,
             );
+            if wgmma_takes && crate::project::wgmma_prompt_expected(&gpu.dev, rows, cols) {
+                let what = format!("project {name}: the wgmma prompt kernel takes {rows} rows");
+                match gpu.project_wgmma_prompt(&xa, &w) {
+                    Some(y) => rep.same(&what, &gpu.to_host(&y), &decode),
+                    None => rep.none_differ(&what, 1, 1),
+                }
+            }
         }
     }
 }
