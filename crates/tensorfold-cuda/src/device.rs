@@ -70,9 +70,8 @@ pub struct Dev {
     /// Whether rounds of 5 to 16 rows take the wgmma kernels (project_wgmma.rs): on Hopper (compute capability
     /// 9.0, the module then built for sm_90a) unless `TENSORFOLD_CUDA_WGMMA=0`.
     pub(crate) wgmma: bool,
-    /// Whether a matrix the wgmma prompt kernel takes (bf16, or 4-bit g64) has been uploaded (ops.rs
-    /// upload_matrix): prompt chunks then write x's B tiles (project_wgmma.rs takes_b_tiles), which other models'
-    /// chunks would never read.
+    /// Whether a matrix the wgmma prompt kernel takes has been uploaded: prompt chunks then write x's B tiles
+    /// (project_gemm.rs note_wgmma_prompt_matrix).
     pub(crate) prompt_b_tiles: std::sync::atomic::AtomicBool,
 }
 
@@ -224,9 +223,7 @@ impl Dev {
         block: u32,
         args: &[Arg],
     ) {
-        for _ in 0..launch_copies(name) {
-            self.launch_once(name, label, grid, block, 0, args);
-        }
+        self.launch_smem(name, label, grid, block, 0, args)
     }
 
     fn launch_once(

@@ -15,38 +15,18 @@ mod gemm;
 mod many;
 #[path = "project_wgmma.rs"]
 mod wgmma;
-pub(crate) use gemm::gemm_tiles_first;
 use gemm::{gemm_for, gemm_kernel, project_gemm};
+pub(crate) use gemm::{
+    gemm_tiles_first, note_wgmma_prompt_matrix, project_wgmma_prompt, wgmma_prompt_expected,
+};
 pub(crate) use many::{many_rows, project_many};
 use wgmma::{project_wgmma, wgmma_kernel};
 pub(crate) use wgmma::{wgmma_switch, WGMMA_TICKETS};
-
-/// Notes at upload that a matrix the wgmma prompt kernel takes (bf16, 4-bit g64) is loaded on `dev`, so prompt
-/// chunks write x's B tiles from now on (wgmma::takes_b_tiles).
-pub(crate) fn note_wgmma_prompt_matrix(dev: &Dev) {
-    if dev.wgmma {
-        dev.prompt_b_tiles
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-}
 
 /// Whether a call of `rows` rows of `w` takes a wgmma kernel (and so, in project_many, does every matrix sharing
 /// its input).
 pub(crate) fn takes_wgmma(dev: &Dev, w: &CudaMatrix, rows: usize) -> bool {
     mma_kernel(w).is_some_and(|k| wgmma_kernel(dev, &k, rows, w.rows()).is_some())
-}
-
-/// x Wᵀ by the wgmma prompt kernel, where the device, the matrix and x's form allow it (project_gemm.rs
-/// wgmma_gemm); `None` otherwise. The self-test checks that Hopper takes it for the matrices it should.
-pub(crate) fn project_wgmma_prompt(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> Option<CudaAct> {
-    let gemm = gemm_kernel(&mma_kernel(w)?)?;
-    gemm::wgmma_gemm(dev, x, w, &gemm)
-}
-
-/// Whether the wgmma prompt kernel is on and x's form of `rows` × `cols` gets the B tiles it reads, so that it takes
-/// the matrices it can (the self-test's expectation).
-pub(crate) fn wgmma_prompt_expected(dev: &Dev, rows: usize, cols: usize) -> bool {
-    gemm::wgmma_gemm_on() && wgmma::takes_b_tiles(dev, rows, cols)
 }
 
 pub(crate) fn project(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> CudaAct {

@@ -1,7 +1,7 @@
 //! The prompt kernel's dispatch (project_gemm.cu): which calls take it, which kernel, and its launch; every
 //! choice here gives the decode kernels' bits.
 
-use super::{launch_split_walk, prepared, SplitWalk};
+use super::{launch_split_walk, mma_kernel, prepared, SplitWalk};
 use crate::device::{Arg, Dev};
 use crate::ops::{blocks, CudaAct, CudaMatrix};
 use std::sync::OnceLock;
@@ -40,8 +40,8 @@ pub(super) fn gemm_kernel(family: &str) -> Option<String> {
 }
 
 /// y = x Wᵀ by the prompt kernel `name`: blocks of 64 outputs × 64 rows, 4 warps, each output's column groups
-/// split as the decode kernels split them (mma_warps), so the bits are theirs. bf16 weights take the wgmma prompt
-/// kernel instead where x has its B tiles (wgmma_gemm).
+/// split as the decode kernels split them (mma_warps), so the bits are theirs. bf16 and 4-bit g64 weights take the
+/// wgmma prompt kernel instead where x has its B tiles (wgmma_gemm).
 pub(super) fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -> CudaAct {
     if let Some(y) = wgmma_gemm(dev, x, w, name) {
         return y;
@@ -125,6 +125,28 @@ pub(super) fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, gemm: &str) -> 
         extra: &[Arg::P(dev.ptr(tiles))],
     };
     Some(launch_split_walk(dev, x, w, &name, launch))
+}
+
+/// Notes at upload that a matrix the wgmma prompt kernel takes (bf16, 4-bit g64) is loaded on `dev`, so prompt
+/// chunks write x's B tiles from now on (project_wgmma.rs takes_b_tiles).
+pub(crate) fn note_wgmma_prompt_matrix(dev: &Dev) {
+    if dev.wgmma {
+        dev.prompt_b_tiles
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// x Wᵀ by the wgmma prompt kernel, where the device, the matrix and x's form allow it (wgmma_gemm); `None`
+/// otherwise. The self-test checks that Hopper takes it for the matrices it should.
+pub(crate) fn project_wgmma_prompt(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> Option<CudaAct> {
+    let gemm = gemm_kernel(&mma_kernel(w)?)?;
+    wgmma_gemm(dev, x, w, &gemm)
+}
+
+/// Whether the wgmma prompt kernel is on and x's form of `rows` × `cols` gets the B tiles it reads, so that it takes
+/// the matrices it can (the self-test's expectation).
+pub(crate) fn wgmma_prompt_expected(dev: &Dev, rows: usize, cols: usize) -> bool {
+    wgmma_gemm_on() && super::wgmma::takes_b_tiles(dev, rows, cols)
 }
 
 #[cfg(test)]
