@@ -2,7 +2,7 @@
 # CI without a GPU: the CUDA backend's host side (recorded rounds and CUDA graphs, staging, paging, draws) on the
 # CPU emulator (crates/tensorfold-cuda/emu), which runs the same kernels compiled for the CPU. Two tiny fixtures
 # decoded with graphs on and off, drafted and not, must give one token sha each; the backend-ops test's attention
-# checks must pass.
+# and prompt-kernel checks must pass.
 # Usage: tools/ci_cuda_emulator.sh NVRTC_LIB_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,9 +16,12 @@ status=0
 # The attention checks of the backend-ops test (crates/tensorfold-cuda/src/selftest_mix.rs check_attention):
 # rounds against the CPU twin at head_dim 32 and 256, and, bit for bit, long contexts whose committed tiles take
 # the stride-known paths (attention.cu tile_scores, tile_values) against the same rows on the generic path, and
-# grouped heads against one head a block. The decodes below never reach head_dim 256's value path. They take about
-# 9 minutes on one core, so they run beside the decodes (the emulator keeps each process on one core).
-TENSORFOLD_CUDA_OPS=attention "$bin" check --device cuda --ops-only > "$emu/attention-ops.log" 2>&1 &
+# grouped heads against one head a block. The decodes below never reach head_dim 256's value path. Then the prompt
+# kernels' checks (selftest.rs check_prompt_kernel): the mma.sync and wgmma prompt kernels against the decode kernels,
+# bit for bit, and that the emulator (which reports sm_90a) takes the wgmma one for bf16 and 4-bit g64 matrices.
+# They take about 10 minutes on one core, so they run beside the decodes (the emulator keeps each process on one
+# core).
+TENSORFOLD_CUDA_OPS=attention,prompt "$bin" check --device cuda --ops-only > "$emu/attention-ops.log" 2>&1 &
 attention=$!
 # tiny-mlx-4bit decodes 300 tokens, so its KV page tables grow past their first 16 pages inside recorded rounds;
 # tiny-wrapper-bf16 decodes 48, drafted by its MTP head and not (drafted rounds are trees and windows of rows).
@@ -46,7 +49,7 @@ if wait $attention; then
   grep "^backend-ops" "$emu/attention-ops.log"
 else
   grep -E "^backend-ops|^FAIL|panicked|error" "$emu/attention-ops.log" | head -20
-  echo "FAIL: the attention checks on the emulator"
+  echo "FAIL: the attention and prompt-kernel checks on the emulator"
   status=1
 fi
 exit $status
