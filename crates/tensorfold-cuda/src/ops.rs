@@ -113,7 +113,7 @@ pub(crate) fn upload_matrix(dev: &Arc<Dev>, m: &StoredMatrix) -> Result<CudaMatr
             crate::project::MAX_OUTPUTS
         ));
     }
-    match m.view() {
+    let matrix = match m.view() {
         MatrixRef::Dense {
             dtype,
             data,
@@ -127,16 +127,13 @@ pub(crate) fn upload_matrix(dev: &Arc<Dev>, m: &StoredMatrix) -> Result<CudaMatr
                     data.len()
                 ));
             }
-            if dtype == DenseDType::BF16 && cols.is_multiple_of(64) {
-                crate::project::note_wgmma_prompt_matrix(dev);
-            }
-            Ok(CudaMatrix::Dense {
+            CudaMatrix::Dense {
                 _send: SendFirst(dev.clone()),
                 dtype,
                 data: dev.upload(&data[..rows * cols * dtype.size()]),
                 rows,
                 cols,
-            })
+            }
         }
         MatrixRef::Affine {
             bits,
@@ -165,9 +162,6 @@ pub(crate) fn upload_matrix(dev: &Arc<Dev>, m: &StoredMatrix) -> Result<CudaMatr
             }
             let (codes, scales, biases) = (&codes[..code_bytes], &scales[..sb], &biases[..sb]);
             let tiled = bits == 4 && tensor_core_a4(group_size, cols);
-            if tiled && group_size == 64 {
-                crate::project::note_wgmma_prompt_matrix(dev);
-            }
             let upload = |data: &[u8], unit: usize| {
                 if tiled {
                     dev.upload(&tile_major(data, rows, cols / group_size, unit))
@@ -175,7 +169,7 @@ pub(crate) fn upload_matrix(dev: &Arc<Dev>, m: &StoredMatrix) -> Result<CudaMatr
                     dev.upload(data)
                 }
             };
-            Ok(CudaMatrix::Affine {
+            CudaMatrix::Affine {
                 _send: SendFirst(dev.clone()),
                 bits,
                 group_size,
@@ -186,9 +180,11 @@ pub(crate) fn upload_matrix(dev: &Arc<Dev>, m: &StoredMatrix) -> Result<CudaMatr
                 rows,
                 cols,
                 tiled,
-            })
+            }
         }
-    }
+    };
+    crate::project::note_wgmma_prompt_matrix(dev, &matrix);
+    Ok(matrix)
 }
 
 /// Groups of padding after a tile-major array: a streamed warp copies up to (stages − 1) × warps groups past its

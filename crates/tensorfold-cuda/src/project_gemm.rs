@@ -110,11 +110,13 @@ fn wgmma_gemm_name(gemm: &str, wgs: usize) -> Option<String> {
 /// and x has its B tiles (takes_b_tiles); `None` otherwise. Blocks of 64·WGS outputs × 64 rows, the groups walked in
 /// the decode kernels' warp split (mma_warps), so the bits are theirs.
 pub(super) fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, gemm: &str) -> Option<CudaAct> {
-    let q4 = matches!(w, CudaMatrix::Affine { .. });
     let wgs = wgmma_gemm_warpgroups();
+    if !dev.wgmma || wgs == 0 {
+        return None;
+    }
     let name = wgmma_gemm_name(gemm, wgs)?;
-    let smem = wgmma_gemm_smem(wgs, q4);
-    if !dev.wgmma || wgs == 0 || smem > dev.max_dynamic_smem() {
+    let smem = wgmma_gemm_smem(wgs, matches!(w, CudaMatrix::Affine { .. }));
+    if smem > dev.max_dynamic_smem() {
         return None;
     }
     let tiles = prepared(dev, x).b_tiles.as_ref()?;
@@ -127,10 +129,16 @@ pub(super) fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, gemm: &str) -> 
     Some(launch_split_walk(dev, x, w, &name, launch))
 }
 
-/// Notes at upload that a matrix the wgmma prompt kernel takes (bf16, 4-bit g64) is loaded on `dev`, so prompt
-/// chunks write x's B tiles from now on (project_wgmma.rs takes_b_tiles).
-pub(crate) fn note_wgmma_prompt_matrix(dev: &Dev) {
-    if dev.wgmma {
+/// Notes at upload whether `w` is a matrix the wgmma prompt kernel takes (its prompt kernel has a wgmma one: bf16,
+/// 4-bit g64), so that on a device with the wgmma kernels prompt chunks write x's B tiles from then on
+/// (project_wgmma.rs takes_b_tiles).
+pub(crate) fn note_wgmma_prompt_matrix(dev: &Dev, w: &CudaMatrix) {
+    let takes = || {
+        mma_kernel(w)
+            .and_then(|family| gemm_kernel(&family))
+            .is_some_and(|gemm| wgmma_gemm_name(&gemm, wgmma_gemm_warpgroups()).is_some())
+    };
+    if dev.wgmma && takes() {
         dev.prompt_b_tiles
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
@@ -146,7 +154,7 @@ pub(crate) fn project_wgmma_prompt(dev: &Dev, x: &CudaAct, w: &CudaMatrix) -> Op
 /// Whether the wgmma prompt kernel is on and x's form of `rows` × `cols` gets the B tiles it reads, so that it takes
 /// the matrices it can (the self-test's expectation).
 pub(crate) fn wgmma_prompt_expected(dev: &Dev, rows: usize, cols: usize) -> bool {
-    wgmma_gemm_on() && super::wgmma::takes_b_tiles(dev, rows, cols)
+    super::mma_enabled() && wgmma_gemm_on() && super::wgmma::takes_b_tiles(dev, rows, cols)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use crate::CudaBackend;
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_backend::Backend;
-use tensorfold_core::{Bytes, DenseDType, StoredMatrix};
+use tensorfold_core::{Bytes, DenseDType, MatrixRef, StoredMatrix};
 
 #[path = "selftest_draws.rs"]
 mod draws;
@@ -549,7 +549,12 @@ fn check_prompt_kernel(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
         // Where the device has the wgmma kernels (Hopper), bf16 and 4-bit g64 matrices must take the wgmma prompt
         // kernel whenever x has its B tiles (rounds the wgmma kernels take, prompt chunks), so the checks above
         // reach it.
-        let wgmma_takes = name.starts_with("bf16") || name.contains(" g64 ");
+        let wgmma_takes = match m.view() {
+            MatrixRef::Dense { dtype, .. } => dtype == DenseDType::BF16,
+            MatrixRef::Affine {
+                bits, group_size, ..
+            } => bits == 4 && group_size == 64,
+        };
         for &rows in row_counts {
             let xa = act(gpu, rows, cols, &rng.vec(rows * cols, 1.0));
             let decode = gpu.to_host(&gpu.project_layout(&xa, &w, 0, false));
