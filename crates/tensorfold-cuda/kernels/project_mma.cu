@@ -90,7 +90,7 @@ __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
 // Element i (of the flattened [rows, cols], cols % 32 == 0) of x's tensor-core form: hi and lo bf16 in the pair
 // order of each 8-column word, and the f32 sum of its 32 columns (one butterfly). A whole warp calls it on 32
 // consecutive elements, lane = i % 32, so every producer (prepare_x, rms_norm, add_rms_norm, swiglu, dn_norm) gives
-// the same bits for the same values. When bt is not null (calls a wgmma kernel takes: rounds of up to 16 rows,
+// the same bits for the same values. When bt is not null (calls a wgmma kernel takes: rounds of 5 to 32 rows,
 // prompt chunks of bf16 and 4-bit g64 weights; cols % 64 == 0), hi and lo also go to the element's slots in x's wgmma B tiles
 // (wg_tile_at): no launch of its own.
 __device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict__ xh, u16* __restrict__ xl,

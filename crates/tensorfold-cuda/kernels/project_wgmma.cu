@@ -1,11 +1,13 @@
-// project_wgmma.cu: (Hopper; project_wgmma.rs says which rounds) rounds of up to 16 rows of MLX 4-bit g64 weights on
-// Hopper's warpgroup mma (wgmma m64n32k16), with the bits of the decode kernels (project_stream.cu).
+// project_wgmma.cu: (Hopper; project_wgmma.rs says which rounds) rounds of 5 to 64 rows of MLX 4-bit g64 weights on
+// Hopper's warpgroup mma (wgmma m64n16k16, m64n32k16, m64n64k16), with the bits of the decode kernels (project_stream.cu).
 //
 // Why the bits match: wgmma gives a chain of mma.sync m16n8k16 bit for bit when each k16 step holds the same
 // operands in the same slots (call 93, bench/probe/wgmma_bits.cu). A block is one warpgroup: warp w owns the 16
-// outputs of tiles 8·blockIdx.x + w and 8·blockIdx.x + 4 + w, each an m16 tile of the mma (the A fragments are
-// project_stream's, unpacked the same way), and the 16 rows are the 32 B columns (hi and lo side by side, TILE_ROWS
-// rows an n-tile). The decode kernels split an output's groups over nw warps (warp r folds groups r, r + nw, …) and
+// outputs of tiles 8·blockIdx.x + w and 8·blockIdx.x + 4 + w (or, with MT = 1, of tile 4·blockIdx.x + w), each an
+// m16 tile of the mma (the A fragments are project_stream's, unpacked the same way), and the rows are the B columns
+// (hi and lo side by side, TILE_ROWS rows an n-tile: 8 rows 16 columns, 16 rows 32, 32 rows 64 from two of x's
+// 16-row tiles side by side; rounds of more than 32 rows give each block of outputs a block per part of 32 rows, the
+// parts side by side in the grid so that they read the same weights at about the same time, from L2). The decode kernels split an output's groups over nw warps (warp r folds groups r, r + nw, …) and
 // add the warps' sums in warp order; here a block walks residue r's groups in order and the residues' sums are
 // added in residue order (by the block itself, or by the last of the blocks a split launch gives each residue):
 // the same per-group scale fmas, the same order. The B tile puts each k16 step's x words where mma.sync's lanes would
@@ -29,13 +31,9 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 }
 #endif
 
-// The most m64 blocks of outputs a warpgroup computes per B tile (MT, 1 or 2: warp w owns tiles w and 4 + w of its
-// block's 4·MT); the stage layout has room for this many.
-#define WG_MT 2
-
 // d[m] += A[m]·B for the group's four k16 steps and the block's m64 blocks m: a[m][q] the A fragment of step q,
-// the B tile at `bt` (`bts` its shared address), NT n-tiles of 8 columns (4: 16 rows, m64n32k16; 2: 8 rows,
-// m64n16k16). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
+// the B tile at `bt` (`bts` its shared address), NT n-tiles of 8 columns (8: 32 rows, m64n64k16; 4: 16 rows,
+// m64n32k16; 2: 8 rows, m64n16k16). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
 template <int NT, int MT>
 __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT][4][4],
                                              const unsigned char* bt, SmemAddr bts) {
@@ -74,7 +72,24 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
         const u64 desc = wg_desc(bts + q * WG_STEP);
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            if constexpr (NT == 4)
+            if constexpr (NT == 8)
+                asm volatile(
+                    "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                    "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                    "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+                    "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                    : "+f"(d[m][0][0]), "+f"(d[m][0][1]), "+f"(d[m][0][2]), "+f"(d[m][0][3]), "+f"(d[m][1][0]),
+                      "+f"(d[m][1][1]), "+f"(d[m][1][2]), "+f"(d[m][1][3]), "+f"(d[m][NT - 6][0]),
+                      "+f"(d[m][NT - 6][1]), "+f"(d[m][NT - 6][2]), "+f"(d[m][NT - 6][3]), "+f"(d[m][NT - 5][0]),
+                      "+f"(d[m][NT - 5][1]), "+f"(d[m][NT - 5][2]), "+f"(d[m][NT - 5][3]), "+f"(d[m][NT - 4][0]),
+                      "+f"(d[m][NT - 4][1]), "+f"(d[m][NT - 4][2]), "+f"(d[m][NT - 4][3]), "+f"(d[m][NT - 3][0]),
+                      "+f"(d[m][NT - 3][1]), "+f"(d[m][NT - 3][2]), "+f"(d[m][NT - 3][3]), "+f"(d[m][NT - 2][0]),
+                      "+f"(d[m][NT - 2][1]), "+f"(d[m][NT - 2][2]), "+f"(d[m][NT - 2][3]), "+f"(d[m][NT - 1][0]),
+                      "+f"(d[m][NT - 1][1]), "+f"(d[m][NT - 1][2]), "+f"(d[m][NT - 1][3])
+                    : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc)
+                    : "memory");
+            else if constexpr (NT == 4)
                 asm volatile(
                     "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
@@ -110,18 +125,29 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
 #endif
 }
 
-// A stage of the block's copy ring: one group's B tile, its 8 tiles' codes (512 bytes each, as stored), their
-// scales and biases (16 a tile each, as stored), and the 16 rows' x sums of its two 32-column chunks.
+// A stage of the block's copy ring: one group's B tile (of 32 rows: x's two 16-row tiles side by side, the second's
+// column cores 1,024 bytes on from the first's last, as wg_b_at counts), its 4·MT tiles' codes (512 bytes each, as
+// stored), their scales and biases (16 a tile each, as stored), and the rows' x sums of its two 32-column chunks.
 #define WG_STAGES 4
-#define WG_CODES 4096                              // offset of the codes in a stage
-#define WG_PARAMS (WG_CODES + 4 * WG_MT * 512)     // scales then biases of tile 0, then tile 1, … (16 raw each)
-#define WG_XSUMS (WG_PARAMS + 4 * WG_MT * 2 * 64)  // 16 rows × 2 floats
-#define WG_STAGE_BYTES (WG_XSUMS + 1024)           // a multiple of 1,024: every stage's B tile stays aligned
+template <int NT, int MT>
+struct WgStage {
+    static constexpr int ROWS = NT == 8 ? 32 : 16;        // rows the stage has room for (x sums, copies)
+    // m64 blocks the stage has room for: 16-row stages keep room for two whatever MT, and a whole 1,024 bytes for
+    // the sums (their layout since call 101); the 32-row one has just what it needs, so four stages fit 48 KB.
+    static constexpr int ROOM = NT == 8 ? MT : 2;
+    static constexpr int CODES = ROWS / 16 * WG_TILE;        // offset of the codes
+    static constexpr int PARAMS = CODES + 4 * ROOM * 512;    // scales then biases of tile 0, then tile 1, … (16 raw each)
+    static constexpr int XSUMS = PARAMS + 4 * ROOM * 2 * 64;  // ROWS rows × 2 floats
+    // A multiple of 1,024, so every stage's B tile stays aligned.
+    static constexpr int BYTES = NT == 8 ? (XSUMS + ROWS * 8 + 1023) / 1024 * 1024 : XSUMS + 1024;
+    static constexpr int PER_THREAD = 2 * MT * (NT < 4 ? 4 : NT);  // a split block's partial sums a thread
+};
 
 // Where this thread's copies of a group come from, fixed for the block: each source's address at group 0 (the
 // copies of group G add G times its stride), so a group's copies cost an add and a cp.async each.
 template <typename S, int MT>
 struct WgSources {
+    const unsigned char* tile2;                // rows 16..31's B tiles (32-row stages), the same pieces
     static constexpr int RUN_WORDS = 4 * (int)sizeof(typename S::raw);  // words of a run of 16 scales or biases
     static constexpr int PARAM_COPIES = (8 * MT * RUN_WORDS + 127) / 128;
     const unsigned char* tile;                 // the B tiles: 2 pieces of 16 bytes (+ G·WG_TILE)
@@ -130,7 +156,7 @@ struct WgSources {
     const float* xsum;                         // x's sum of chunk 2G + tid % 2 of row tid / 2 (+ 2G), or null
 };
 
-template <typename S, int MT>
+template <typename S, int NT, int MT>
 __device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, const unsigned char* __restrict__ btiles,
                                                    const float* __restrict__ xs, const u32* __restrict__ codes,
                                                    const typename S::raw* __restrict__ scales,
@@ -140,6 +166,7 @@ __device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, con
     const int tid = threadIdx.x;
     W src;
     src.tile = btiles + tid * 16;
+    src.tile2 = NT == 8 ? src.tile + (size_t)groups * WG_TILE : nullptr;  // row block 1 (tiles are row block major)
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
         const int c = tid + 128 * m, ct = min(tile0 + (c >> 5), tiles - 1);
@@ -155,7 +182,8 @@ __device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, con
                                  a4_tile_param(pt * 16, 0, groups) * sizeof(typename S::raw) + word * 4
                            : nullptr;
     }
-    src.xsum = tid < 32 ? xs + (size_t)min(tid >> 1, rows - 1) * (cols / 32) + (tid & 1) : nullptr;
+    src.xsum = tid < 2 * WgStage<NT, MT>::ROWS ? xs + (size_t)min(tid >> 1, rows - 1) * (cols / 32) + (tid & 1)
+                                                : nullptr;
     return src;
 }
 
@@ -168,16 +196,22 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
     cp_async16(sa + tid * 16, bt, true);
-    if (NT == 4) cp_async16(sa + 2048 + tid * 16, bt + 2048, true);  // columns 16..31 (rows 8..15)
+    if (NT >= 4) cp_async16(sa + 2048 + tid * 16, bt + 2048, true);  // columns 16..31 (rows 8..15)
+    if (NT == 8) {                                                   // columns 32..63 (rows 16..31)
+        const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
+        cp_async16(sa + 4096 + tid * 16, bt2, true);
+        cp_async16(sa + 6144 + tid * 16, bt2 + 2048, true);
+    }
+    typedef WgStage<NT, MT> St;
 #pragma unroll
-    for (int m = 0; m < MT; ++m) cp_async16(sa + WG_CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
-    // Runs of scales and biases side by side: run k (tile k / 2, biases if odd) at WG_PARAMS + k·16 raw values.
+    for (int m = 0; m < MT; ++m) cp_async16(sa + St::CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
+    // Runs of scales and biases side by side: run k (tile k / 2, biases if odd) at St::PARAMS + k·16 raw values.
 #pragma unroll
     for (int i = 0; i < W::PARAM_COPIES; ++i)
         if (src.param[i])
-            cp_async4(sa + WG_PARAMS + (tid + 128 * i) * 4, src.param[i] + (size_t)G * 16 * sizeof(typename S::raw),
+            cp_async4(sa + St::PARAMS + (tid + 128 * i) * 4, src.param[i] + (size_t)G * 16 * sizeof(typename S::raw),
                       true);
-    if (src.xsum) cp_async4(sa + WG_XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
+    if (src.xsum) cp_async4(sa + St::XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
 }
 
 // Where a block's walk goes after group G of residue r: the residue's next group, else the next residue's first.
@@ -186,8 +220,10 @@ __device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
     if (G >= groups) G = ++r;
 }
 
-// A warpgroup's 64·MT outputs (4·MT tiles, warp w owning tiles w, 4 + w, …) × up to 16 rows.
+// A warpgroup's 64·MT outputs (4·MT tiles, warp w owning tiles w, 4 + w, …) × up to 4·NT rows: those of part `part`
+// (rows 32·part on; 0 but for the 64-column build).
 // gridDim.y == 1: the block walks every residue's groups in the decode kernels' order and writes y.
+// (The tickets and partial sums below are indexed by blockIdx.x, which tells a row part's blocks apart too.)
 // gridDim.y == nw: block (x, r) walks residue r, leaves its sums in `partial`, and the last of the nw blocks to
 // finish (a ticket each) adds them in residue order and writes y, then resets its ticket for the next launch.
 // Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
@@ -198,8 +234,16 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
                                                  const typename S::raw* __restrict__ scales,
                                                  const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                                  int rows, int out, int cols, int nw, const u32* __restrict__ b_tiles,
-                                                 float* __restrict__ partial, u32* __restrict__ tickets) {
-    __shared__ __align__(1024) unsigned char ring[WG_STAGES * WG_STAGE_BYTES];
+                                                 float* __restrict__ partial, u32* __restrict__ tickets, int part) {
+    typedef WgStage<NT, MT> St;
+    if (part > 0) {
+        const int first = 32 * part;
+        xs += (size_t)first * (cols / 32);
+        y += (size_t)first * out;
+        b_tiles += (size_t)(first / 16) * (cols / 64) * (WG_TILE / 4);  // x's tiles are row block major
+        rows -= first;
+    }
+    __shared__ __align__(1024) unsigned char ring[WG_STAGES * St::BYTES];
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
     const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * MT;
@@ -216,12 +260,12 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const SmemAddr ring_at = smem_addr(ring);
     const unsigned char* btiles = reinterpret_cast<const unsigned char*>(b_tiles);
     (void)xh, (void)xl;  // x comes as b_tiles (prepare_store wrote them beside xh and xl)
-    const WgSources<S, MT> src = wg_sources<S, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
+    const WgSources<S, MT> src = wg_sources<S, NT, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
     int Gi = r0, ri = r0;  // the copies' cursor
 #pragma unroll
     for (int s = 0; s < WG_STAGES - 1; ++s) {
         if (s < jobs) {
-            wg_issue<S, NT, MT>(ring + s * WG_STAGE_BYTES, Gi, src);
+            wg_issue<S, NT, MT>(ring + s * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
@@ -239,16 +283,16 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #endif
         __syncthreads();  // every thread's copies of group j are in; every warp is done with group j − 1's stage
         if (j + WG_STAGES - 1 < jobs) {
-            wg_issue<S, NT, MT>(ring + ((j + WG_STAGES - 1) % WG_STAGES) * WG_STAGE_BYTES, Gi, src);
+            wg_issue<S, NT, MT>(ring + ((j + WG_STAGES - 1) % WG_STAGES) * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
-        unsigned char* st = ring + (j % WG_STAGES) * WG_STAGE_BYTES;
+        unsigned char* st = ring + (j % WG_STAGES) * St::BYTES;
         // Step q = 2j + h of m64 block m: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]).
         u32 a[MT][4][4];
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            const unsigned char* cw = st + WG_CODES + (4 * m + warp) * 512;
+            const unsigned char* cw = st + St::CODES + (4 * m + warp) * 512;
             const uint2 cg = *reinterpret_cast<const uint2*>(cw + g * 32 + t * 8);
             const uint2 cg8 = *reinterpret_cast<const uint2*>(cw + (g + 8) * 32 + t * 8);
 #pragma unroll
@@ -272,20 +316,20 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                 for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
-        wg_group_mma<NT, MT>(d, a, st, ring_at + (j % WG_STAGES) * WG_STAGE_BYTES);
+        wg_group_mma<NT, MT>(d, a, st, ring_at + (j % WG_STAGES) * St::BYTES);
         // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
-        const float* xsum = reinterpret_cast<const float*>(st + WG_XSUMS);
+        const float* xsum = reinterpret_cast<const float*>(st + St::XSUMS);
         float sx[NT];  // row nt·TILE_ROWS + t's sum over the group
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-            const int xr = min(nt * TILE_ROWS + t, 15);
+            const int xr = min(nt * TILE_ROWS + t, St::ROWS - 1);
             sx[nt] = 0.0f;
             sx[nt] += xsum[2 * xr];
             sx[nt] += xsum[2 * xr + 1];
         }
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            const typename S::raw* pr = reinterpret_cast<const typename S::raw*>(st + WG_PARAMS) + (4 * m + warp) * 32;
+            const typename S::raw* pr = reinterpret_cast<const typename S::raw*>(st + St::PARAMS) + (4 * m + warp) * 32;
             const float s0 = S::get(pr[g]), s8 = S::get(pr[g + 8]);
             const float sb[4] = {s0, centred_bias(s0, S::get(pr[16 + g])), s8,
                                  centred_bias(s8, S::get(pr[24 + g]))};
@@ -322,14 +366,14 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
                     for (int i = 0; i < 2; ++i) tot[m][nt][i] = tot[m][nt][i] + 0.0f;
     } else {
-        // This block's sums: 8·MT floats a thread, as float2s (m, nt).
-        constexpr int PER_BLOCK = 128 * 8 * MT;
+        // This block's sums: St::PER_THREAD floats a thread, as float2s (m, nt).
+        constexpr int PER_BLOCK = 128 * St::PER_THREAD, NTS = St::PER_THREAD / (2 * MT);
         float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-                __stcg(mine + (4 * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
+                __stcg(mine + (NTS * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
         __threadfence();  // the sums are visible device-wide before the ticket says so
         __syncthreads();
         if (tid == 0) {
@@ -346,7 +390,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
             for (int m = 0; m < MT; ++m)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
-                    const float2 p = __ldcg(theirs + (4 * m + nt) * 128);
+                    const float2 p = __ldcg(theirs + (NTS * m + nt) * 128);
                     tot[m][nt][0] = rr == 0 ? p.x : tot[m][nt][0] + p.x;
                     tot[m][nt][1] = rr == 0 ? p.y : tot[m][nt][1] + p.y;
                 }
@@ -371,19 +415,27 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 // third, from start3 to the fourth (INT_MAX: no such matrix), each with the blocks it has alone, so each output
 // gets the bits of its own launch. Tickets and partial sums are indexed by the launch's block, so split launches
 // share them too.
+// Blocks an SM each build is held to (registers): 4 with two m64 blocks, 5 with one; the 64-column build (32
+// accumulators a tile) WG_N64_BLOCKS.
+#ifndef WG_N64_BLOCKS
+#define WG_N64_BLOCKS 4
+#endif
+#define WG_MIN_BLOCKS(NT, MT) (NT == 8 ? WG_N64_BLOCKS : MT == 1 ? 5 : 4)
 #define WGMMA_A4(NAME, S, NT, MT, SUF)                                                                            \
-    extern "C" __global__ void __launch_bounds__(128, MT == 1 ? 5 : 4) project_wgmma_a4_g2_##NAME##SUF(           \
+    extern "C" __global__ void __launch_bounds__(128, WG_MIN_BLOCKS(NT, MT)) project_wgmma_a4_g2_##NAME##SUF(     \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
         u32* tickets) {                                                                                           \
         kernel_entry();                                                                                           \
-        const int j = job_of_block((int)blockIdx.x, start1, start2, start3);                                      \
-        project_wgmma_a4<S, NT, MT>((int)blockIdx.x - job_pick(j, 0, start1, start2, start3), xh, xl, xs,         \
+        const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
+        const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
+        const int j = job_of_block(ob, start1, start2, start3);                                                   \
+        project_wgmma_a4<S, NT, MT>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                      \
                                     job_pick(j, codes0, codes1, codes2, codes3),                                  \
                                     job_pick(j, scales0, scales1, scales2, scales3),                              \
                                     job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), \
                                     rows, job_pick(j, out0, out1, out2, out3), cols, nw, b_tiles, partial,        \
-                                    tickets);                                                                     \
+                                    tickets, part);                                                               \
     }
 #define WGMMA_A4_ALL(NT, MT, SUF) \
     WGMMA_A4(f32, F32T, NT, MT, SUF) WGMMA_A4(f16, F16T, NT, MT, SUF) WGMMA_A4(bf16, BF16T, NT, MT, SUF)
@@ -391,3 +443,4 @@ WGMMA_A4_ALL(4, 2, )
 WGMMA_A4_ALL(2, 2, _n16)
 WGMMA_A4_ALL(4, 1, _m1)
 WGMMA_A4_ALL(2, 1, _n16_m1)
+WGMMA_A4_ALL(8, 1, _n64)

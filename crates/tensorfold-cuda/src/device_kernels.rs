@@ -61,7 +61,7 @@ pub fn kernel_names() -> Vec<String> {
         for g in [1, 2] {
             v.push(format!("project_gemm_a4_g{g}_{dt}"));
         }
-        for suffix in ["", "_n16", "_m1", "_n16_m1"] {
+        for suffix in ["", "_n16", "_m1", "_n16_m1", "_n64"] {
             v.push(format!("project_wgmma_a4_g2_{dt}{suffix}"));
         }
     }

@@ -1,4 +1,4 @@
-//! Rounds of 5 to 16 rows of MLX 4-bit g64 weights on Hopper's warpgroup mma (project_wgmma.cu), with the decode
+//! Rounds of 5 to 64 rows of MLX 4-bit g64 weights on Hopper's warpgroup mma (project_wgmma.cu), with the decode
 //! kernels' bits: on Hopper unless `TENSORFOLD_CUDA_WGMMA=0` (the module is then built for sm_90a, device.rs).
 //! 27B MLX4 rounds of 16 rows take 12.9 ms on it against 14.2 on the decode kernels (BENCHMARKS.md, call 105).
 
@@ -38,7 +38,8 @@ fn min_outputs() -> usize {
 }
 
 /// Fewest rows a round must have to take the wgmma kernel: rounds of 5 to 8 rows take its 16-column build
-/// (m64n16k16), 9 to 16 its 32-column one. 27B MLX4, call 106: rounds of 8 rows 10.92 ms on the 16-column build
+/// (m64n16k16), 9 to 16 its 32-column one, 17 to MAX_ROWS its 64-column one (m64n64k16, blocks of 64 outputs × 32
+/// rows). 27B MLX4, call 106: rounds of 8 rows 10.92 ms on the 16-column build
 /// against 12.10 on the decode kernels, of 16 rows 12.86 against 14.12 (up to 4 rows the decode kernels need one
 /// row tile and stay). `TENSORFOLD_CUDA_WGMMA_MIN_ROWS` overrides it (5 to 16).
 const MIN_ROWS: usize = 5;
@@ -52,32 +53,63 @@ fn min_rows() -> usize {
     })
 }
 
+/// Most rows a round may have to take the wgmma kernel: rounds of 17 rows or more take its 64-column build, which
+/// holds 32 rows' hi and lo (x's two 16-row B tiles side by side), one block per output block and part of 32 rows.
+/// From 65 rows calls are prompt chunks (project_gemm.rs). `TENSORFOLD_CUDA_WGMMA_MAX_ROWS` overrides it (16 to 64;
+/// 16 keeps rounds of 17 rows or more on the decode kernels, for same-run comparisons; the bits are the same).
+const MAX_ROWS: usize = 64;
+
+fn max_rows() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        env_usize("TENSORFOLD_CUDA_WGMMA_MAX_ROWS")
+            .unwrap_or(MAX_ROWS)
+            .clamp(16, MAX_ROWS)
+    })
+}
+
+/// The suffix of the 64-column build: blocks of 64 outputs always (one m64 block a warpgroup: 32 accumulators a
+/// tile leave no room for two).
+const N64: &str = "_n64";
+
 /// The wgmma kernel for a call of `rows` rows of a matrix of `outputs` outputs of the tensor-core family `family`
-/// (mma_kernel's name) on `dev`, if any: 4-bit groups of 64, min_rows to 16 rows, MIN_OUTPUTS outputs or more.
+/// (mma_kernel's name) on `dev`, if any: 4-bit groups of 64, min_rows to max_rows rows, MIN_OUTPUTS outputs or more.
 pub(super) fn wgmma_kernel(dev: &Dev, family: &str, rows: usize, outputs: usize) -> Option<String> {
     dev.wgmma
-        .then(|| wgmma_kernel_for(family, rows, outputs, min_rows(), min_outputs()))
+        .then(|| {
+            wgmma_kernel_for(
+                family,
+                rows,
+                outputs,
+                min_rows()..=max_rows(),
+                min_outputs(),
+            )
+        })
         .flatten()
 }
 
-/// `wgmma_kernel` on a device that has it, for rounds of `min_rows` to 16 rows and matrices of `min` outputs or
-/// more.
+/// `wgmma_kernel` on a device that has it, for rounds of `rows_in` rows and matrices of `min` outputs or more.
 fn wgmma_kernel_for(
     family: &str,
     rows: usize,
     outputs: usize,
-    min_rows: usize,
+    rows_in: std::ops::RangeInclusive<usize>,
     min: usize,
 ) -> Option<String> {
-    // Rounds of up to 8 rows take the kernel of 16 B columns (m64n16k16), the others that of 32.
-    let columns = if rows <= 8 { "_n16" } else { "" };
-    ((min_rows..=16).contains(&rows) && outputs >= min && family.starts_with("project_mma_a4_g2_"))
-        .then(|| {
+    // Rounds of up to 8 rows take the kernel of 16 B columns (m64n16k16), up to 16 that of 32, the others that of 64.
+    let columns = match rows {
+        ..=8 => "_n16",
+        ..=16 => "",
+        _ => N64,
+    };
+    (rows_in.contains(&rows) && outputs >= min && family.starts_with("project_mma_a4_g2_")).then(
+        || {
             format!(
                 "{}{columns}",
                 family.replace("project_mma", "project_wgmma")
             )
-        })
+        },
+    )
 }
 
 /// Tickets the split launches count their blocks with (device.rs allocates them zeroed): one per block of
@@ -104,7 +136,8 @@ fn split_below() -> usize {
 
 /// x Wᵢᵀ for each of `ws` (4-bit g64 matrices of x's columns and one mma_warps; at most MAX_JOBS) in one launch of
 /// wgmma kernel `name`: blocks of one warpgroup, 128 outputs (two tiles a warp; 64 and one when that leaves less
-/// than a wave, the `_m1` kernel) × up to 16 rows, matrix j's blocks
+/// than a wave, the `_m1` kernel) × up to 16 rows, or 64 outputs × 32 rows (the `_n64` kernel, a block per part of 32
+/// rows, the parts side by side), matrix j's blocks
 /// after those of the matrices before it, each output's groups walked in the decode kernels' warp split
 /// (mma_warps), so the bits are theirs; split over mma_warps blocks an output block when the launch has few blocks
 /// (split_below), their sums added in order by the last to finish.
@@ -126,16 +159,19 @@ pub(super) fn project_wgmma(
     );
     let rows = x.rows;
     // Blocks of BLOCK_OUTPUTS, split over the residues below a wave: fewer than a wave take blocks of half as many.
+    let n64 = name.ends_with(N64);
+    // Blocks an output block: one per part of 32 rows (the 64-column kernel), else one.
+    let parts = if n64 { rows.div_ceil(32) } else { 1 };
     let launch_blocks = |outputs: usize| {
-        let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum();
+        let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum::<usize>() * parts;
         b * if b < split_below() { nw } else { 1 }
     };
-    let block_outputs = if m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE {
+    let block_outputs = if n64 || (m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE) {
         BLOCK_OUTPUTS / 2
     } else {
         BLOCK_OUTPUTS
     };
-    let name = if block_outputs < BLOCK_OUTPUTS {
+    let name = if block_outputs < BLOCK_OUTPUTS && !n64 {
         format!("{name}_m1")
     } else {
         name.to_string()
@@ -166,9 +202,12 @@ pub(super) fn project_wgmma(
         Arg::I(nw as i32),
         tiles,
     ]);
-    let split = (out_blocks as usize) < split_below();
-    // The split launch's partial sums; unused by a launch of one block per output block, but an argument all the same.
-    let partial = split.then(|| dev.scratch::<f32>(nw * out_blocks as usize * block_outputs * 16));
+    let grid_x = out_blocks * parts as u32;
+    let split = (grid_x as usize) < split_below();
+    // The split launch's partial sums (a block's outputs × its rows' room: WgStage::PER_THREAD); unused by a launch
+    // of one block per output block, but an argument all the same.
+    let room = if n64 { 32 } else { 16 };
+    let partial = split.then(|| dev.scratch::<f32>(nw * grid_x as usize * block_outputs * room));
     args.push(Arg::P(partial.as_ref().map_or(0, |b| dev.ptr(b))));
     args.push(Arg::P(dev.ptr(&dev.tickets)));
     let label = dev.profile.enabled.then(|| {
@@ -178,13 +217,13 @@ pub(super) fn project_wgmma(
             .collect();
         format!("{name} {}", shapes.join("+"))
     });
-    let grid = (out_blocks, if split { nw as u32 } else { 1 }, 1);
+    let grid = (grid_x, if split { nw as u32 } else { 1 }, 1);
     dev.launch_as(&name, label.as_deref(), grid, 128, &args);
     ys
 }
 
 /// Whether the tensor-core form of `rows` × `cols` values also needs its wgmma B tiles, on a device that has the
-/// wgmma kernels and for whole groups of 64 columns: rounds the wgmma kernel takes (min_rows to 16 rows), and prompt
+/// wgmma kernels and for whole groups of 64 columns: rounds the wgmma kernel takes (min_rows to max_rows), and prompt
 /// chunks once a matrix the wgmma prompt kernel takes is loaded (project_gemm.rs). The producers of the form
 /// then write them (project_mma.cu prepare_store).
 pub(crate) fn takes_b_tiles(dev: &Dev, rows: usize, cols: usize) -> bool {
@@ -194,7 +233,7 @@ pub(crate) fn takes_b_tiles(dev: &Dev, rows: usize, cols: usize) -> bool {
                 .prompt_b_tiles
                 .load(std::sync::atomic::Ordering::Relaxed)
     };
-    dev.wgmma && cols.is_multiple_of(64) && ((min_rows()..=16).contains(&rows) || prompt())
+    dev.wgmma && cols.is_multiple_of(64) && ((min_rows()..=max_rows()).contains(&rows) || prompt())
 }
 
 /// Words of x's B tiles: 4,096 bytes a group of 64 columns and block of 16 rows.
@@ -208,17 +247,18 @@ mod tests {
     use crate::device::kernel_names;
 
     #[test]
-    fn only_rounds_of_5_to_16_rows_of_4_bit_g64_matrices_of_1024_outputs_or_more_take_a_wgmma_kernel_and_it_is_built(
+    fn only_rounds_of_5_to_64_rows_of_4_bit_g64_matrices_of_1024_outputs_or_more_take_a_wgmma_kernel_and_it_is_built(
     ) {
         let module = kernel_names();
         for dt in ["f32", "f16", "bf16"] {
             for g in [1, 2, 4] {
                 let family = format!("project_mma_a4_g{g}_{dt}");
-                for rows in [1, 4, 5, 8, 9, 16, 17, 64] {
+                for rows in [1, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65] {
                     for outputs in [48, 1023, 1024, 5120] {
-                        let takes = g == 2 && (5..=16).contains(&rows) && outputs >= 1024;
-                        let min = super::MIN_OUTPUTS;
-                        match wgmma_kernel_for(&family, rows, outputs, super::MIN_ROWS, min) {
+                        let takes = g == 2 && (5..=64).contains(&rows) && outputs >= 1024;
+                        let (min, rows_in) =
+                            (super::MIN_OUTPUTS, super::MIN_ROWS..=super::MAX_ROWS);
+                        match wgmma_kernel_for(&family, rows, outputs, rows_in, min) {
                             Some(name) => {
                                 assert!(takes, "{family} at {rows} rows of {outputs}");
                                 assert!(module.contains(&name), "{name} is not built");
@@ -229,18 +269,33 @@ mod tests {
                 }
             }
         }
-        assert_eq!(wgmma_kernel_for("project_mma_bf16", 9, 5120, 9, 0), None);
+        assert_eq!(
+            wgmma_kernel_for("project_mma_bf16", 9, 5120, 9..=64, 0),
+            None
+        );
         // With rounds of 5 rows and more let in, those of up to 8 take the kernel of 16 B columns.
         for (rows, name) in [
             (4, None),
             (5, Some("project_wgmma_a4_g2_bf16_n16")),
             (8, Some("project_wgmma_a4_g2_bf16_n16")),
             (9, Some("project_wgmma_a4_g2_bf16")),
+            (16, Some("project_wgmma_a4_g2_bf16")),
+            (17, Some("project_wgmma_a4_g2_bf16_n64")),
+            (32, Some("project_wgmma_a4_g2_bf16_n64")),
+            (64, Some("project_wgmma_a4_g2_bf16_n64")),
+            (65, None),
         ] {
-            let got = wgmma_kernel_for("project_mma_a4_g2_bf16", rows, 5120, 5, 1024);
+            let got = wgmma_kernel_for("project_mma_a4_g2_bf16", rows, 5120, 5..=64, 1024);
             assert_eq!(got.as_deref(), name, "{rows} rows");
-            // Launches of less than a wave take the same kernel with blocks of 64 outputs.
-            assert!(got.is_none_or(|n| module.contains(&n) && module.contains(&format!("{n}_m1"))));
+            // Launches of less than a wave take the same kernel with blocks of 64 outputs (the 64-column kernel's
+            // blocks always have 64).
+            let m1 = |n: &str| n.ends_with(super::N64) || module.contains(&format!("{n}_m1"));
+            assert!(got.is_none_or(|n| module.contains(&n) && m1(&n)));
         }
+        // With the most rows held at 16, rounds of 17 keep the decode kernels.
+        assert_eq!(
+            wgmma_kernel_for("project_mma_a4_g2_bf16", 17, 5120, 5..=16, 1024),
+            None
+        );
     }
 }

@@ -192,6 +192,7 @@ fn subsets(n: usize) -> Vec<Vec<usize>> {
         vec![0, 5, 63],
         (0..8).collect(),
         (0..9).collect(),
+        (10..27).collect(),
         (3..35).collect(),
     ];
     v.push((0..n).rev().collect());
@@ -501,8 +502,8 @@ fn check_projections(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng:
     }
     // A matrix of more than 1024 outputs (8 warps a block): the weight stream's layouts against the direct loads.
     let big = affine(rng, 4, 64, DenseDType::BF16, 1040, 2048);
-    // Its rows alone / among others also put rounds of 8 and 9 rows on the wgmma kernels where the device has them
-    // (Hopper: 1,024 outputs or more) against 1-row rounds on the weight stream.
+    // Its rows alone / among others also put rounds of 8, 9, 17 and 32 rows on the wgmma kernels where the device has
+    // them (Hopper: 1,024 outputs or more) against 1-row rounds on the weight stream.
     check_projection(rep, cpu, gpu, rng, "MLX 4-bit g64 BF16", big.clone());
     let wb = gpu.matrix(&big).expect("upload");
     for rows in [1usize, 9] {

@@ -7,7 +7,7 @@ use tensorfold_backend::Backend;
 use tensorfold_core::{DenseDType, StoredMatrix};
 
 /// Matrices sharing an input run in shared launches (project_many, as qkv, z, b and a do): each output bit for bit
-/// its own projection's, on 1, 6, 9 and 64 rows; MLX 4-bit in every group size and bf16; output counts from 20
+/// its own projection's, on 1, 6, 9, 24 and 64 rows; MLX 4-bit in every group size and bf16; output counts from 20
 /// to 1040 in one launch; five matrices (two launches); and a bf16 matrix among 4-bit ones (one launch each).
 pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     let a4 = |rng: &mut Rng,
@@ -68,7 +68,7 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
         let cols = ms[0].cols();
         let ws: Vec<_> = ms.iter().map(|m| gpu.matrix(m).expect("upload")).collect();
         let refs: Vec<_> = ws.iter().collect();
-        for rows in [1usize, 6, 9, 64] {
+        for rows in [1usize, 6, 9, 24, 64] {
             let xa = act(gpu, rows, cols, &rng.vec(rows * cols, 1.0));
             for w in &ws {
                 let _ = gpu.project(&xa, w); // x's tensor-core forms, made once

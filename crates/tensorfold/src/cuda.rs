@@ -348,15 +348,22 @@ pub fn bench(
         if let Some(r) = be.profile_report() {
             println!("profile of 8 cut draws and 8 penalised ones:\n{r}");
         }
-        // And of a drafted window's round: 16 rows of one stream (forward only, as timed below).
+        // And of a drafted window's round: 16 rows of one stream, or the most of `round_rows` up to 64 (forward
+        // only, as timed below).
         be.profile_reset();
-        let rows: Vec<RowRef> = (0..16).map(|i| RowRef::chain(0, 72, 0, i)).collect();
-        let all: Vec<usize> = (0..16).collect();
+        let n = round_rows
+            .iter()
+            .copied()
+            .filter(|&r| r <= 64)
+            .max()
+            .unwrap_or(16);
+        let rows: Vec<RowRef> = (0..n).map(|i| RowRef::chain(0, 72, 0, i)).collect();
+        let all: Vec<usize> = (0..n).collect();
         for _ in 0..4 {
-            m.forward(&rows, &ids(vocab, 16, 9), &mut [&mut slot], &all)?;
+            m.forward(&rows, &ids(vocab, n, 9), &mut [&mut slot], &all)?;
         }
         if let Some(r) = be.profile_report() {
-            println!("profile of 4 rounds of 16 rows:\n{r}");
+            println!("profile of 4 rounds of {n} rows:\n{r}");
         }
         // And of one prompt chunk of 2048 rows.
         be.profile_reset();
@@ -407,7 +414,7 @@ pub fn bench(
         );
     }
     // Aggregate decode (not in a quick run): N streams, one row each per round, drawn greedily and kept.
-    let stream_counts: &[usize] = if quick { &[] } else { &[1, 4, 16, 64] };
+    let stream_counts: &[usize] = if quick { &[] } else { &[1, 4, 16, 32, 64] };
     for &n in stream_counts {
         let graphs = be.graph_stats();
         let mut slots: Vec<SlotState<CudaBackend>> = (0..n)
