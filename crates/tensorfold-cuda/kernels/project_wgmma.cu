@@ -129,6 +129,10 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
 // column cores 1,024 bytes on from the first's last, as wg_b_at counts), its 4·MT tiles' codes (512 bytes each, as
 // stored), their scales and biases (16 a tile each, as stored), and the rows' x sums of its two 32-column chunks.
 #define WG_STAGES 4
+// The 64-column build's stages (4 stages of 11 KB allow 4 blocks an SM; 3 allow 5, with WG_N64_BLOCKS 5).
+#ifndef WG_N64_STAGES
+#define WG_N64_STAGES 4
+#endif
 template <int NT, int MT>
 struct WgStage {
     static constexpr int ROWS = NT == 8 ? 32 : 16;        // rows the stage has room for (x sums, copies)
@@ -243,7 +247,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         b_tiles += (size_t)(first / 16) * (cols / 64) * (WG_TILE / 4);  // x's tiles are row block major
         rows -= first;
     }
-    __shared__ __align__(1024) unsigned char ring[WG_STAGES * St::BYTES];
+    constexpr int STAGES = NT == 8 ? WG_N64_STAGES : WG_STAGES;
+    __shared__ __align__(1024) unsigned char ring[STAGES * St::BYTES];
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
     const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * MT;
@@ -263,7 +268,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const WgSources<S, MT> src = wg_sources<S, NT, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
     int Gi = r0, ri = r0;  // the copies' cursor
 #pragma unroll
-    for (int s = 0; s < WG_STAGES - 1; ++s) {
+    for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
             wg_issue<S, NT, MT>(ring + s * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
@@ -277,17 +282,17 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         for (int nt = 0; nt < NT; ++nt) tot[m][nt][0] = tot[m][nt][1] = acc[m][nt][0] = acc[m][nt][1] = 0.0f;
     int G = r0, r = r0;  // the math's cursor
     for (int j = 0; j < jobs; ++j) {
-        cp_async_wait<WG_STAGES - 2>();  // this thread's copies of group j have landed
+        cp_async_wait<STAGES - 2>();  // this thread's copies of group j have landed
 #ifndef TF_EMU
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the tile is wgmma's (async proxy) to read
 #endif
         __syncthreads();  // every thread's copies of group j are in; every warp is done with group j − 1's stage
-        if (j + WG_STAGES - 1 < jobs) {
-            wg_issue<S, NT, MT>(ring + ((j + WG_STAGES - 1) % WG_STAGES) * St::BYTES, Gi, src);
+        if (j + STAGES - 1 < jobs) {
+            wg_issue<S, NT, MT>(ring + ((j + STAGES - 1) % STAGES) * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
-        unsigned char* st = ring + (j % WG_STAGES) * St::BYTES;
+        unsigned char* st = ring + (j % STAGES) * St::BYTES;
         // Step q = 2j + h of m64 block m: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]).
         u32 a[MT][4][4];
 #pragma unroll
@@ -316,7 +321,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                 for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
-        wg_group_mma<NT, MT>(d, a, st, ring_at + (j % WG_STAGES) * St::BYTES);
+        wg_group_mma<NT, MT>(d, a, st, ring_at + (j % STAGES) * St::BYTES);
         // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
         const float* xsum = reinterpret_cast<const float*>(st + St::XSUMS);
         float sx[NT];  // row nt·TILE_ROWS + t's sum over the group
