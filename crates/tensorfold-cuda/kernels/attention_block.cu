@@ -15,13 +15,6 @@
 
 #define BT 256  // threads of an attn_block block (8 warps: the tile loads below count on it)
 
-// Dynamic shared memory: the GPU's extern array, the emulator's buffer of the launch.
-#ifdef TF_EMU
-#define DYNAMIC_SMEM(name) unsigned char* name = emu_dynamic_smem()
-#else
-#define DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
-#endif
-
 // Floats of each region (the host mirrors this: attention.rs attn_block_smem).
 template <int HD, int QT>
 struct BlockSmem {

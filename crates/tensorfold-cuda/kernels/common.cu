@@ -9,6 +9,13 @@ typedef unsigned short u16;
 #define FULL_MASK 0xffffffffu
 #define NEG_INF __int_as_float(0xff800000)
 
+// Dynamic shared memory: the GPU's extern array, the emulator's buffer of the launch.
+#ifdef TF_EMU
+#define DYNAMIC_SMEM(name) unsigned char* name = emu_dynamic_smem()
+#else
+#define DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
+
 // The first statement of every kernel. Kernels are launched with programmatic stream serialization (device.rs):
 // one may be scheduled while the kernel before it in the stream is still finishing, which hides most of the gap
 // between two dependent launches. So each kernel first waits for its predecessor's completion and memory

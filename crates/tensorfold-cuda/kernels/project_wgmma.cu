@@ -129,9 +129,10 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
 // column cores 1,024 bytes on from the first's last, as wg_b_at counts), its 4·MT tiles' codes (512 bytes each, as
 // stored), their scales and biases (16 a tile each, as stored), and the rows' x sums of its two 32-column chunks.
 #define WG_STAGES 4
-// The 64-column build's stages (4 stages of 11 KB allow 4 blocks an SM; 3 allow 5, with WG_N64_BLOCKS 5).
+// The 64-column build's stages: 3 of 11 KB, so 5 blocks fit an SM (WG_N64_BLOCKS). Call 123, 27B MLX4 rounds of
+// 32 rows: 20.0-20.2 ms with 3 stages and 5 blocks against 20.6 with 4 and 4 (both split below 4,097 blocks).
 #ifndef WG_N64_STAGES
-#define WG_N64_STAGES 4
+#define WG_N64_STAGES 3
 #endif
 template <int NT, int MT>
 struct WgStage {
@@ -222,6 +223,68 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
 __device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
     G += nw;
     if (G >= groups) G = ++r;
+}
+
+// A block's end (project_wgmma_a4, project_wgmma_bf16): `tot` holds the sums of every residue (gridDim.y == 1) or
+// `acc` this block's residue r0's (split), PER_THREAD floats a thread of partial sums; the residues' sums are added
+// in order and the block's outputs written.
+template <int NT, int MT, int PER_THREAD>
+__device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (&acc)[MT][NT][2], bool split, int r0,
+                                          int groups, int nw, float* __restrict__ partial, u32* __restrict__ tickets,
+                                          int& last, float* __restrict__ y, int rows, int out, int tile0, int tiles) {
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
+    if (!split) {
+        // Residues with no groups (nw > groups) add zeros, as the decode kernels' idle warps do.
+        for (int rr = max(groups, 1); rr < nw; ++rr)
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) tot[m][nt][i] = tot[m][nt][i] + 0.0f;
+    } else {
+        // This block's sums: PER_THREAD floats a thread, as float2s (m, nt).
+        constexpr int PER_BLOCK = 128 * PER_THREAD, NTS = PER_THREAD / (2 * MT);
+        float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                __stcg(mine + (NTS * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
+        __threadfence();  // the sums are visible device-wide before the ticket says so
+        __syncthreads();
+        if (tid == 0) {
+            last = atomicAdd(&tickets[blockIdx.x], 1u) == (u32)nw - 1;
+            if (last) tickets[blockIdx.x] = 0;  // every block of this launch has taken its ticket
+        }
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        for (int rr = 0; rr < nw; ++rr) {
+            const float2* theirs =
+                reinterpret_cast<const float2*>(partial + ((size_t)rr * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    const float2 p = __ldcg(theirs + (NTS * m + nt) * 128);
+                    tot[m][nt][0] = rr == 0 ? p.x : tot[m][nt][0] + p.x;
+                    tot[m][nt][1] = rr == 0 ? p.y : tot[m][nt][1] + p.y;
+                }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+        const int tile = tile0 + 4 * m + warp;
+        if (tile >= tiles) continue;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int row = nt * TILE_ROWS + t, oo = tile * MMA_OUT + g + 8 * i;
+                if (row < rows && oo < out) y[(size_t)row * out + oo] = tot[m][nt][i];
+            }
+    }
 }
 
 // A warpgroup's 64·MT outputs (4·MT tiles, warp w owning tiles w, 4 + w, …) × up to 4·NT rows: those of part `part`
@@ -361,58 +424,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         }
     }
     cp_async_wait<0>();
-    if (!split) {
-        // Residues with no groups (nw > groups) add zeros, as the decode kernels' idle warps do.
-        for (int rr = max(groups, 1); rr < nw; ++rr)
-#pragma unroll
-            for (int m = 0; m < MT; ++m)
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                    for (int i = 0; i < 2; ++i) tot[m][nt][i] = tot[m][nt][i] + 0.0f;
-    } else {
-        // This block's sums: St::PER_THREAD floats a thread, as float2s (m, nt).
-        constexpr int PER_BLOCK = 128 * St::PER_THREAD, NTS = St::PER_THREAD / (2 * MT);
-        float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
-#pragma unroll
-        for (int m = 0; m < MT; ++m)
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-                __stcg(mine + (NTS * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
-        __threadfence();  // the sums are visible device-wide before the ticket says so
-        __syncthreads();
-        if (tid == 0) {
-            last = atomicAdd(&tickets[blockIdx.x], 1u) == (u32)nw - 1;
-            if (last) tickets[blockIdx.x] = 0;  // every block of this launch has taken its ticket
-        }
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-        for (int rr = 0; rr < nw; ++rr) {
-            const float2* theirs =
-                reinterpret_cast<const float2*>(partial + ((size_t)rr * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
-#pragma unroll
-            for (int m = 0; m < MT; ++m)
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) {
-                    const float2 p = __ldcg(theirs + (NTS * m + nt) * 128);
-                    tot[m][nt][0] = rr == 0 ? p.x : tot[m][nt][0] + p.x;
-                    tot[m][nt][1] = rr == 0 ? p.y : tot[m][nt][1] + p.y;
-                }
-        }
-    }
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-        const int tile = tile0 + 4 * m + warp;
-        if (tile >= tiles) continue;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const int row = nt * TILE_ROWS + t, oo = tile * MMA_OUT + g + 8 * i;
-                if (row < rows && oo < out) y[(size_t)row * out + oo] = tot[m][nt][i];
-            }
-    }
+    wg_finish<NT, MT, St::PER_THREAD>(tot, acc, split, r0, groups, nw, partial, tickets, last, y, rows, out, tile0,
+                                      tiles);
 }
 
 // Each kernel projects x by up to four matrices of 4-bit g64 weights sharing it (qkv, z, b and a; q, k and v; gate
@@ -421,9 +434,9 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 // gets the bits of its own launch. Tickets and partial sums are indexed by the launch's block, so split launches
 // share them too.
 // Blocks an SM each build is held to (registers): 4 with two m64 blocks, 5 with one; the 64-column build (32
-// accumulators a tile) WG_N64_BLOCKS.
+// accumulators a tile) WG_N64_BLOCKS: at 5, 94 registers, but its f16-scale kernel spills 72 bytes.
 #ifndef WG_N64_BLOCKS
-#define WG_N64_BLOCKS 4
+#define WG_N64_BLOCKS 5
 #endif
 #define WG_MIN_BLOCKS(NT, MT) (NT == 8 ? WG_N64_BLOCKS : MT == 1 ? 5 : 4)
 #define WGMMA_A4(NAME, S, NT, MT, SUF)                                                                            \

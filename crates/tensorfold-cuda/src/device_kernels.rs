@@ -2,7 +2,8 @@
 //! shared memory.
 
 /// Name prefixes of the kernels that take dynamic shared memory past the default 48 KB.
-pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_", "project_wgmma_gemm_"];
+pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] =
+    &["attn_block_", "project_wgmma_gemm_", "project_wgmma_bf16"];
 
 /// Every kernel the module must export.
 pub fn kernel_names() -> Vec<String> {
@@ -67,6 +68,9 @@ pub fn kernel_names() -> Vec<String> {
     }
     for nt in [1, 2, 4] {
         v.push(format!("project_mma_bf16_nt{nt}"));
+    }
+    for suffix in ["", "_n16", "_n64"] {
+        v.push(format!("project_wgmma_bf16{suffix}"));
     }
     v.push("project_gemm_bf16".into());
     for wgs in [2, 3] {

@@ -22,6 +22,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "project_wgmma.cu",
         include_str!("../kernels/project_wgmma.cu"),
     ),
+    (
+        "project_wgmma_bf16.cu",
+        include_str!("../kernels/project_wgmma_bf16.cu"),
+    ),
     ("rowwise.cu", include_str!("../kernels/rowwise.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     (

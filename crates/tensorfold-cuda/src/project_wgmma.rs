@@ -1,5 +1,6 @@
-//! Rounds of 5 to 64 rows of MLX 4-bit g64 weights on Hopper's warpgroup mma (project_wgmma.cu), with the decode
-//! kernels' bits: on Hopper unless `TENSORFOLD_CUDA_WGMMA=0` (the module is then built for sm_90a, device.rs).
+//! Rounds of 5 to 64 rows of MLX 4-bit g64 weights (project_wgmma.cu) and of bf16 weights (project_wgmma_bf16.cu)
+//! on Hopper's warpgroup mma, with the decode kernels' bits: on Hopper unless `TENSORFOLD_CUDA_WGMMA=0` (the module
+//! is then built for sm_90a, device.rs).
 //! 27B MLX4 rounds of 16 rows take 12.9 ms on it against 14.2 on the decode kernels (BENCHMARKS.md, call 105).
 
 use super::{job_args, mma_warps, prepared, MAX_JOBS};
@@ -68,6 +69,21 @@ fn max_rows() -> usize {
     })
 }
 
+/// Whether rounds of bf16 matrices take the wgmma kernel (project_wgmma_bf16.cu): on unless
+/// `TENSORFOLD_CUDA_WGMMA_BF16=0` (for same-run comparisons; the bits are the same either way).
+fn bf16_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_BF16").map_or(true, |v| v != "0"))
+}
+
+/// Stages of the bf16 kernel's blocks (project_wgmma_bf16.cu WG_BF16_STAGES) and their bytes: the group's B tiles
+/// (4,096 bytes a 16-row block of x) and 64 outputs' 128 bytes of weights; in dynamic shared memory.
+const BF16_STAGES: usize = 4;
+
+fn bf16_smem(n64: bool) -> u32 {
+    (BF16_STAGES * (if n64 { 2 } else { 1 } * 4096 + 64 * 128)) as u32
+}
+
 /// The suffix of the 64-column build: blocks of 64 outputs always (one m64 block a warpgroup: 32 accumulators a
 /// tile leave no room for two).
 const N64: &str = "_n64";
@@ -102,14 +118,16 @@ fn wgmma_kernel_for(
         ..=16 => "",
         _ => N64,
     };
-    (rows_in.contains(&rows) && outputs >= min && family.starts_with("project_mma_a4_g2_")).then(
-        || {
-            format!(
-                "{}{columns}",
-                family.replace("project_mma", "project_wgmma")
-            )
-        },
-    )
+    // 4-bit g64 matrices take the kernel of their scale type; bf16 ones project_wgmma_bf16.cu's (unless
+    // `TENSORFOLD_CUDA_WGMMA_BF16=0`).
+    let format = family.starts_with("project_mma_a4_g2_")
+        || (family == "project_mma_bf16" && bf16_enabled());
+    (rows_in.contains(&rows) && outputs >= min && format).then(|| {
+        format!(
+            "{}{columns}",
+            family.replace("project_mma", "project_wgmma")
+        )
+    })
 }
 
 /// Tickets the split launches count their blocks with (device.rs allocates them zeroed): one per block of
@@ -125,13 +143,17 @@ const SPLIT_BELOW: usize = WAVE;
 /// Blocks of 128 outputs the H200 runs at once: 4 an SM (the kernel's launch bound) × 132 SMs.
 const WAVE: usize = 4 * 132;
 
-fn split_below() -> usize {
-    static BELOW: OnceLock<usize> = OnceLock::new();
-    *BELOW.get_or_init(|| {
-        env_usize("TENSORFOLD_CUDA_WGMMA_SPLIT")
-            .unwrap_or(SPLIT_BELOW)
-            .min(WGMMA_TICKETS + 1)
-    })
+/// The 64-column build's launches split below twice that: its 32-row gate/up launch (544 blocks of 64 outputs)
+/// took 108 µs split against 117 whole, while 1,088-block launches (rounds of 33 to 64 rows) and the lm head lost
+/// when split (call 123).
+const N64_SPLIT_BELOW: usize = 2 * WAVE;
+
+/// Launches of fewer blocks than this split (SPLIT_BELOW, or N64_SPLIT_BELOW for the 64-column build `n64`).
+fn split_below(n64: bool) -> usize {
+    static BELOW: OnceLock<Option<usize>> = OnceLock::new();
+    let set = *BELOW.get_or_init(|| env_usize("TENSORFOLD_CUDA_WGMMA_SPLIT"));
+    set.unwrap_or(if n64 { N64_SPLIT_BELOW } else { SPLIT_BELOW })
+        .min(WGMMA_TICKETS + 1)
 }
 
 /// x Wᵢᵀ for each of `ws` (4-bit g64 matrices of x's columns and one mma_warps; at most MAX_JOBS) in one launch of
@@ -160,18 +182,20 @@ pub(super) fn project_wgmma(
     let rows = x.rows;
     // Blocks of BLOCK_OUTPUTS, split over the residues below a wave: fewer than a wave take blocks of half as many.
     let n64 = name.ends_with(N64);
+    let bf16 = name.starts_with("project_wgmma_bf16");
     // Blocks an output block: one per part of 32 rows (the 64-column kernel), else one.
     let parts = if n64 { rows.div_ceil(32) } else { 1 };
     let launch_blocks = |outputs: usize| {
         let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum::<usize>() * parts;
-        b * if b < split_below() { nw } else { 1 }
+        b * if b < split_below(n64) { nw } else { 1 }
     };
-    let block_outputs = if n64 || (m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE) {
+    // The 64-column and bf16 kernels' blocks have 64 outputs whatever the launch.
+    let block_outputs = if n64 || bf16 || (m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE) {
         BLOCK_OUTPUTS / 2
     } else {
         BLOCK_OUTPUTS
     };
-    let name = if block_outputs < BLOCK_OUTPUTS && !n64 {
+    let name = if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
         format!("{name}_m1")
     } else {
         name.to_string()
@@ -203,7 +227,7 @@ pub(super) fn project_wgmma(
         tiles,
     ]);
     let grid_x = out_blocks * parts as u32;
-    let split = (grid_x as usize) < split_below();
+    let split = (grid_x as usize) < split_below(n64);
     // The split launch's partial sums (a block's outputs × its rows' room: WgStage::PER_THREAD); unused by a launch
     // of one block per output block, but an argument all the same.
     let room = if n64 { 32 } else { 16 };
@@ -218,7 +242,8 @@ pub(super) fn project_wgmma(
         format!("{name} {}", shapes.join("+"))
     });
     let grid = (grid_x, if split { nw as u32 } else { 1 }, 1);
-    dev.launch_as(&name, label.as_deref(), grid, 128, &args);
+    let smem = if bf16 { bf16_smem(n64) } else { 0 };
+    dev.launch_smem(&name, label.as_deref(), grid, 128, smem, &args);
     ys
 }
 
@@ -247,7 +272,7 @@ mod tests {
     use crate::device::kernel_names;
 
     #[test]
-    fn only_rounds_of_5_to_64_rows_of_4_bit_g64_matrices_of_1024_outputs_or_more_take_a_wgmma_kernel_and_it_is_built(
+    fn only_rounds_of_5_to_64_rows_of_4_bit_g64_and_bf16_matrices_of_1024_outputs_or_more_take_a_wgmma_kernel_and_it_is_built(
     ) {
         let module = kernel_names();
         for dt in ["f32", "f16", "bf16"] {
@@ -269,8 +294,19 @@ mod tests {
                 }
             }
         }
+        // bf16 matrices take project_wgmma_bf16.cu's kernels, of the same columns; 32-column groups never.
+        for (rows, name) in [
+            (9, Some("project_wgmma_bf16")),
+            (5, Some("project_wgmma_bf16_n16")),
+            (40, Some("project_wgmma_bf16_n64")),
+            (65, None),
+        ] {
+            let got = wgmma_kernel_for("project_mma_bf16", rows, 5120, 5..=64, 1024);
+            assert_eq!(got.as_deref(), name, "bf16, {rows} rows");
+            assert!(got.is_none_or(|n| module.contains(&n)));
+        }
         assert_eq!(
-            wgmma_kernel_for("project_mma_bf16", 9, 5120, 9..=64, 0),
+            wgmma_kernel_for("project_mma_a4_g1_bf16", 9, 5120, 5..=64, 0),
             None
         );
         // With rounds of 5 rows and more let in, those of up to 8 take the kernel of 16 B columns.

@@ -464,6 +464,13 @@ fn check_projections(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng:
             }
         }
     }
+    // bf16 matrices of 1,024 outputs or more: on Hopper their rounds of 5 to 64 rows take the wgmma kernel
+    // (project_wgmma_bf16.cu), so rows alone (the decode kernels) against among others check it bit for bit; 21
+    // column groups over 5 warps (uneven residues) and 32 over 8.
+    for cols in [1344usize, 2048] {
+        let m = dense(DenseDType::BF16, 1040, cols, &rng.vec(1040 * cols, 0.5));
+        check_projection(rep, cpu, gpu, rng, "dense BF16", m);
+    }
     for bits in [2u32, 3, 4, 5, 6, 8] {
         for (gs, sd) in [
             (64usize, DenseDType::BF16),
