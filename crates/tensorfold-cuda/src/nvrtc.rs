@@ -67,6 +67,10 @@ pub fn options(arch: &str) -> Vec<String> {
     if crate::project::gemm_tiles_first() {
         opts.push("-DTF_GEMM_TILES_FIRST".into());
     }
+    let stages = crate::project::bf16_stages();
+    if stages != 4 {
+        opts.push(format!("-DWG_BF16_STAGES={stages}"));
+    }
     if let Ok(defines) = std::env::var("TENSORFOLD_CUDA_DEFINES") {
         opts.extend(
             defines

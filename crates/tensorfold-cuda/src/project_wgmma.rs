@@ -45,13 +45,22 @@ fn min_outputs() -> usize {
 /// row tile and stay). `TENSORFOLD_CUDA_WGMMA_MIN_ROWS` overrides it (5 to 16).
 const MIN_ROWS: usize = 5;
 
-fn min_rows() -> usize {
-    static MIN: OnceLock<usize> = OnceLock::new();
-    *MIN.get_or_init(|| {
-        env_usize("TENSORFOLD_CUDA_WGMMA_MIN_ROWS")
-            .unwrap_or(MIN_ROWS)
-            .clamp(5, 16)
-    })
+/// bf16 matrices take it from more rows: their decode kernels' rounds of up to 8 rows cost little more than one row
+/// (27B bf16, call 124: 8 rows 17.1 ms on them against 22.0 on wgmma, 9 rows 23.6 against 24.2, 16 rows 27.4
+/// against 25.1).
+const BF16_MIN_ROWS: usize = 10;
+
+/// The fewest rows of `family`'s rounds (mma_kernel's name) the wgmma kernel takes; `TENSORFOLD_CUDA_WGMMA_MIN_ROWS`
+/// sets both formats'.
+fn min_rows(family: &str) -> usize {
+    static SET: OnceLock<Option<usize>> = OnceLock::new();
+    let set = *SET.get_or_init(|| env_usize("TENSORFOLD_CUDA_WGMMA_MIN_ROWS"));
+    let default = if family == "project_mma_bf16" {
+        BF16_MIN_ROWS
+    } else {
+        MIN_ROWS
+    };
+    set.unwrap_or(default).clamp(5, 16)
 }
 
 /// Most rows a round may have to take the wgmma kernel: rounds of 17 rows or more take its 64-column build, which
@@ -76,12 +85,22 @@ fn bf16_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_BF16").map_or(true, |v| v != "0"))
 }
 
-/// Stages of the bf16 kernel's blocks (project_wgmma_bf16.cu WG_BF16_STAGES) and their bytes: the group's B tiles
-/// (4,096 bytes a 16-row block of x) and 64 outputs' 128 bytes of weights; in dynamic shared memory.
+/// Stages of the bf16 kernel's blocks (project_wgmma_bf16.cu WG_BF16_STAGES; `TENSORFOLD_CUDA_WGMMA_BF16_STAGES`,
+/// 2 to 8, builds the module with another count, nvrtc.rs) and their bytes: the group's B tiles (4,096 bytes a
+/// 16-row block of x) and 64 outputs' 128 bytes of weights; in dynamic shared memory.
 const BF16_STAGES: usize = 4;
 
+pub(crate) fn bf16_stages() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        env_usize("TENSORFOLD_CUDA_WGMMA_BF16_STAGES")
+            .unwrap_or(BF16_STAGES)
+            .clamp(2, 8)
+    })
+}
+
 fn bf16_smem(n64: bool) -> u32 {
-    (BF16_STAGES * (if n64 { 2 } else { 1 } * 4096 + 64 * 128)) as u32
+    (bf16_stages() * (if n64 { 2 } else { 1 } * 4096 + 64 * 128)) as u32
 }
 
 /// The suffix of the 64-column build: blocks of 64 outputs always (one m64 block a warpgroup: 32 accumulators a
@@ -97,7 +116,7 @@ pub(super) fn wgmma_kernel(dev: &Dev, family: &str, rows: usize, outputs: usize)
                 family,
                 rows,
                 outputs,
-                min_rows()..=max_rows(),
+                min_rows(family)..=max_rows(),
                 min_outputs(),
             )
         })
@@ -258,7 +277,9 @@ pub(crate) fn takes_b_tiles(dev: &Dev, rows: usize, cols: usize) -> bool {
                 .prompt_b_tiles
                 .load(std::sync::atomic::Ordering::Relaxed)
     };
-    dev.wgmma && cols.is_multiple_of(64) && ((min_rows()..=max_rows()).contains(&rows) || prompt())
+    // The fewest rows of either format: a round's form is written before the matrices it meets are known.
+    let fewest = min_rows("project_mma_a4_g2_bf16").min(min_rows("project_mma_bf16"));
+    dev.wgmma && cols.is_multiple_of(64) && ((fewest..=max_rows()).contains(&rows) || prompt())
 }
 
 /// Words of x's B tiles: 4,096 bytes a group of 64 columns and block of 16 rows.
