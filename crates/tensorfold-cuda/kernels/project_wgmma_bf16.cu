@@ -8,9 +8,13 @@
 // tiles. A block is one warpgroup over 64 outputs (warp w owns tile 4·blk + w) and up to 4·NT rows of part `part`.
 // A stage: the group's B tile, then its weights, 128 bytes an output (16-byte chunks k at k ^ (output & 1), so a
 // quarter warp's loads hit distinct banks). Stages live in dynamic shared memory (project_wgmma.rs sizes them).
+// Stages: 3 up to 16 rows (12 KB each), 4 for the 64-column build (16 KB each). 27B bf16, call 125, rounds of
+// 10 / 12 / 16 rows: 24.5 / 24.8 / 25.4 ms with 3 stages against 25.1 / 25.3 / 26.5 with 4; 32 rows 36.0 against
+// 35.3. project_wgmma.rs sizes the dynamic shared memory to match.
 #ifndef WG_BF16_STAGES
-#define WG_BF16_STAGES 4
+#define WG_BF16_STAGES 3
 #endif
+#define WG_BF16_N64_STAGES 4
 template <int NT>
 struct WgBf16Stage {
     static constexpr int ROWS = NT == 8 ? 32 : 16;
@@ -25,7 +29,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
                                                    const u32* __restrict__ b_tiles, float* __restrict__ partial,
                                                    u32* __restrict__ tickets, int part) {
     typedef WgBf16Stage<NT> St;
-    constexpr int STAGES = WG_BF16_STAGES;
+    constexpr int STAGES = NT == 8 ? WG_BF16_N64_STAGES : WG_BF16_STAGES;
     if (part > 0) {
         const int first = 32 * part;
         y += (size_t)first * out;
@@ -137,8 +141,8 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
                                      tiles);
 }
 
-// Up to four bf16 matrices sharing x in one launch, as the 4-bit kernels share them (project_wgmma.cu): 64 outputs a block, dynamic shared memory of
-// WG_BF16_STAGES stages (4 blocks an SM up to 16 rows, 3 with 32).
+// Up to four bf16 matrices sharing x in one launch, as the 4-bit kernels share them (project_wgmma.cu): 64 outputs
+// a block, stages in dynamic shared memory (held to 4 blocks an SM up to 16 rows, 3 with 32).
 #define WGMMA_BF16(NT, SUF, BLOCKS)                                                                               \
     extern "C" __global__ void __launch_bounds__(128, BLOCKS) project_wgmma_bf16##SUF(                            \
         const u16* xh, const u16* xl, const float* xs, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),         \

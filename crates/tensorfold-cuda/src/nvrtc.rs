@@ -68,7 +68,7 @@ pub fn options(arch: &str) -> Vec<String> {
         opts.push("-DTF_GEMM_TILES_FIRST".into());
     }
     let stages = crate::project::bf16_stages();
-    if stages != 4 {
+    if stages != crate::project::BF16_STAGES {
         opts.push(format!("-DWG_BF16_STAGES={stages}"));
     }
     if let Ok(defines) = std::env::var("TENSORFOLD_CUDA_DEFINES") {

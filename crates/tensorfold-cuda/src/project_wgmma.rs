@@ -85,10 +85,12 @@ fn bf16_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_BF16").map_or(true, |v| v != "0"))
 }
 
-/// Stages of the bf16 kernel's blocks (project_wgmma_bf16.cu WG_BF16_STAGES; `TENSORFOLD_CUDA_WGMMA_BF16_STAGES`,
-/// 2 to 8, builds the module with another count, nvrtc.rs) and their bytes: the group's B tiles (4,096 bytes a
-/// 16-row block of x) and 64 outputs' 128 bytes of weights; in dynamic shared memory.
-const BF16_STAGES: usize = 4;
+/// Stages of the bf16 kernel's blocks of up to 16 rows (project_wgmma_bf16.cu WG_BF16_STAGES, 3;
+/// `TENSORFOLD_CUDA_WGMMA_BF16_STAGES`, 2 to 8, builds the module with another count, nvrtc.rs) and of its
+/// 64-column build (4), and their bytes: the group's B tiles (4,096 bytes a 16-row block of x) and 64 outputs' 128
+/// bytes of weights; in dynamic shared memory.
+pub(crate) const BF16_STAGES: usize = 3;
+const BF16_N64_STAGES: usize = 4;
 
 pub(crate) fn bf16_stages() -> usize {
     static N: OnceLock<usize> = OnceLock::new();
@@ -100,7 +102,11 @@ pub(crate) fn bf16_stages() -> usize {
 }
 
 fn bf16_smem(n64: bool) -> u32 {
-    (bf16_stages() * (if n64 { 2 } else { 1 } * 4096 + 64 * 128)) as u32
+    if n64 {
+        (BF16_N64_STAGES * (2 * 4096 + 64 * 128)) as u32
+    } else {
+        (bf16_stages() * (4096 + 64 * 128)) as u32
+    }
 }
 
 /// The suffix of the 64-column build: blocks of 64 outputs always (one m64 block a warpgroup: 32 accumulators a
