@@ -138,10 +138,12 @@ fn wgmma_kernel_for(
     min: usize,
 ) -> Option<String> {
     // Rounds of up to 8 rows take the kernel of 16 B columns (m64n16k16), up to 16 that of 32, the others that of 64.
-    let columns = match rows {
-        ..=8 => "_n16",
-        ..=16 => "",
-        _ => N64,
+    let columns = if rows <= 8 {
+        "_n16"
+    } else if rows <= 16 {
+        ""
+    } else {
+        N64
     };
     // 4-bit g64 matrices take the kernel of their scale type; bf16 ones project_wgmma_bf16.cu's (unless
     // `TENSORFOLD_CUDA_WGMMA_BF16=0`).
