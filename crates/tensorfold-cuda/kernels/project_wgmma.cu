@@ -225,6 +225,23 @@ __device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
     if (G >= groups) G = ++r;
 }
 
+// The ring's turn before group j of `jobs`: once this thread's copies of group j have landed and every warp is done
+// with group j − 1's stage, that stage takes the copies STAGES − 1 groups ahead (issue(stage, G), the copies'
+// cursor Gi, ri moving on).
+template <int STAGES, typename Issue>
+__device__ __forceinline__ void wg_ring_turn(int j, int jobs, int& Gi, int& ri, int nw, int groups, Issue issue) {
+    cp_async_wait<STAGES - 2>();  // this thread's copies of group j have landed
+#ifndef TF_EMU
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the tile is wgmma's (async proxy) to read
+#endif
+    __syncthreads();  // every thread's copies of group j are in; every warp is done with group j − 1's stage
+    if (j + STAGES - 1 < jobs) {
+        issue((j + STAGES - 1) % STAGES, Gi);
+        wg_next(Gi, ri, nw, groups);
+    }
+    cp_async_commit();
+}
+
 // A block's end (project_wgmma_a4, project_wgmma_bf16): `tot` holds the sums of every residue (gridDim.y == 1) or
 // `acc` this block's residue r0's (split), PER_THREAD floats a thread of partial sums; the residues' sums are added
 // in order and the block's outputs written.
@@ -345,16 +362,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         for (int nt = 0; nt < NT; ++nt) tot[m][nt][0] = tot[m][nt][1] = acc[m][nt][0] = acc[m][nt][1] = 0.0f;
     int G = r0, r = r0;  // the math's cursor
     for (int j = 0; j < jobs; ++j) {
-        cp_async_wait<STAGES - 2>();  // this thread's copies of group j have landed
-#ifndef TF_EMU
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the tile is wgmma's (async proxy) to read
-#endif
-        __syncthreads();  // every thread's copies of group j are in; every warp is done with group j − 1's stage
-        if (j + STAGES - 1 < jobs) {
-            wg_issue<S, NT, MT>(ring + ((j + STAGES - 1) % STAGES) * St::BYTES, Gi, src);
-            wg_next(Gi, ri, nw, groups);
-        }
-        cp_async_commit();
+        wg_ring_turn<STAGES>(j, jobs, Gi, ri, nw, groups,
+                             [&](int stage, int Gn) { wg_issue<S, NT, MT>(ring + stage * St::BYTES, Gn, src); });
         unsigned char* st = ring + (j % STAGES) * St::BYTES;
         // Step q = 2j + h of m64 block m: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]).
         u32 a[MT][4][4];

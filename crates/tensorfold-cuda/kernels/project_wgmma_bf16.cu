@@ -1,6 +1,7 @@
 // project_wgmma_bf16.cu: (Hopper; project_wgmma.rs says which rounds) rounds of 5 to 64 rows of bf16 weights on
 // Hopper's warpgroup mma, with the bits of the decode kernels (project_mma_bf16). It shares project_wgmma.cu's
-// pieces: the group's wgmmas (wg_group_mma), the residue walk (wg_next) and the split launches' finish (wg_finish).
+// pieces: the group's wgmmas (wg_group_mma), the residue walk (wg_next, wg_ring_turn) and the split launches' finish
+// (wg_finish).
 
 // bf16 weights [out, cols] (cols % 64 == 0) for rounds of 5 to 64 rows: the decode kernels' bf16 arithmetic
 // (project_mma_bf16: residue r's groups as one mma chain from +0, hi + lo at its end, the residues' sums added in
@@ -88,16 +89,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
     }
     int G = r0, r = r0;  // the math's cursor
     for (int j = 0; j < jobs; ++j) {
-        cp_async_wait<STAGES - 2>();  // this thread's copies of group j have landed
-#ifndef TF_EMU
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the tile is wgmma's (async proxy) to read
-#endif
-        __syncthreads();  // every thread's copies of group j are in; every warp is done with group j − 1's stage
-        if (j + STAGES - 1 < jobs) {
-            issue((j + STAGES - 1) % STAGES, Gi);
-            wg_next(Gi, ri, nw, groups);
-        }
-        cp_async_commit();
+        wg_ring_turn<STAGES>(j, jobs, Gi, ri, nw, groups, issue);
         unsigned char* st = ring + (j % STAGES) * St::BYTES;
         // Step q = 2jj + h: project_mma_bf16's mma of word 2t + jj, pairs 2h and 2h + 1, outputs g and g + 8.
         u32 a[1][4][4];
