@@ -114,7 +114,8 @@ fn bf16_smem(n64: bool) -> u32 {
 const N64: &str = "_n64";
 
 /// The wgmma kernel for a call of `rows` rows of a matrix of `outputs` outputs of the tensor-core family `family`
-/// (mma_kernel's name) on `dev`, if any: 4-bit groups of 64, min_rows to max_rows rows, MIN_OUTPUTS outputs or more.
+/// (mma_kernel's name) on `dev`, if any: 4-bit groups of 64 or bf16, min_rows to max_rows rows, MIN_OUTPUTS outputs
+/// or more.
 pub(super) fn wgmma_kernel(dev: &Dev, family: &str, rows: usize, outputs: usize) -> Option<String> {
     dev.wgmma
         .then(|| {
@@ -183,10 +184,10 @@ fn split_below(n64: bool) -> usize {
         .min(WGMMA_TICKETS + 1)
 }
 
-/// x Wᵢᵀ for each of `ws` (4-bit g64 matrices of x's columns and one mma_warps; at most MAX_JOBS) in one launch of
-/// wgmma kernel `name`: blocks of one warpgroup, 128 outputs (two tiles a warp; 64 and one when that leaves less
-/// than a wave, the `_m1` kernel) × up to 16 rows, or 64 outputs × 32 rows (the `_n64` kernel, a block per part of 32
-/// rows, the parts side by side), matrix j's blocks
+/// x Wᵢᵀ for each of `ws` (4-bit g64 or bf16 matrices of x's columns and one mma_warps; at most MAX_JOBS) in one
+/// launch of wgmma kernel `name`: blocks of one warpgroup, 128 outputs (two tiles a warp; 64 and one when that leaves
+/// less than a wave, the `_m1` kernel) × up to 16 rows, or 64 outputs × 32 rows (the `_n64` kernel, a block per part
+/// of 32 rows, the parts side by side; the bf16 kernels' blocks always have 64 outputs), matrix j's blocks
 /// after those of the matrices before it, each output's groups walked in the decode kernels' warp split
 /// (mma_warps), so the bits are theirs; split over mma_warps blocks an output block when the launch has few blocks
 /// (split_below), their sums added in order by the last to finish.
