@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI without a GPU: the CUDA backend's host side (recorded rounds and CUDA graphs, staging, paging, draws) on the
 # CPU emulator (crates/tensorfold-cuda/emu), which runs the same kernels compiled for the CPU. Two tiny fixtures
-# decoded with graphs on and off, drafted and not, must give one token sha each; the backend-ops test's attention
+# decoded with graphs on and off, drafted and not, must give one token sha each; the backend-ops test's attention,
 # prompt-kernel and shared-launch checks must pass.
 # Usage: tools/ci_cuda_emulator.sh NVRTC_LIB_DIR
 set -euo pipefail

@@ -67,7 +67,7 @@ pub struct Dev {
     pub(crate) graphs: Option<Mutex<crate::graph::Recorder>>,
     /// Zeroed counters the split wgmma launches take tickets from (each launch's last block resets its own).
     pub(crate) tickets: CudaSlice<u32>,
-    /// Whether rounds of 5 to 32 rows take the wgmma kernels (project_wgmma.rs): on Hopper (compute capability
+    /// Whether rounds of 5 to 64 rows take the wgmma kernels (project_wgmma.rs): on Hopper (compute capability
     /// 9.0, the module then built for sm_90a) unless `TENSORFOLD_CUDA_WGMMA=0`.
     pub(crate) wgmma: bool,
     /// Whether a matrix the wgmma prompt kernel takes has been uploaded: prompt chunks then write x's B tiles

@@ -50,16 +50,12 @@ const MIN_ROWS: usize = 5;
 /// against 25.1).
 const BF16_MIN_ROWS: usize = 10;
 
-/// The fewest rows of `family`'s rounds (mma_kernel's name) the wgmma kernel takes; `TENSORFOLD_CUDA_WGMMA_MIN_ROWS`
-/// sets both formats'.
-fn min_rows(family: &str) -> usize {
+/// The fewest rows of the rounds of bf16 (`bf16`) or 4-bit matrices the wgmma kernel takes;
+/// `TENSORFOLD_CUDA_WGMMA_MIN_ROWS` sets both formats'.
+fn min_rows(bf16: bool) -> usize {
     static SET: OnceLock<Option<usize>> = OnceLock::new();
     let set = *SET.get_or_init(|| env_usize("TENSORFOLD_CUDA_WGMMA_MIN_ROWS"));
-    let default = if family == "project_mma_bf16" {
-        BF16_MIN_ROWS
-    } else {
-        MIN_ROWS
-    };
+    let default = if bf16 { BF16_MIN_ROWS } else { MIN_ROWS };
     set.unwrap_or(default).clamp(5, 16)
 }
 
@@ -123,7 +119,7 @@ pub(super) fn wgmma_kernel(dev: &Dev, family: &str, rows: usize, outputs: usize)
                 family,
                 rows,
                 outputs,
-                min_rows(family)..=max_rows(),
+                min_rows(family == "project_mma_bf16")..=max_rows(),
                 min_outputs(),
             )
         })
@@ -208,11 +204,11 @@ pub(super) fn project_wgmma(
         "a shared wgmma launch of matrices of other columns or warps"
     );
     let rows = x.rows;
-    // Blocks of BLOCK_OUTPUTS, split over the residues below a wave: fewer than a wave take blocks of half as many.
     let n64 = name.ends_with(N64);
     let bf16 = name.starts_with("project_wgmma_bf16");
     // Blocks an output block: one per part of 32 rows (the 64-column kernel), else one.
     let parts = if n64 { rows.div_ceil(32) } else { 1 };
+    // Blocks of BLOCK_OUTPUTS, split over the residues below a wave: fewer than a wave take blocks of half as many.
     let launch_blocks = |outputs: usize| {
         let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum::<usize>() * parts;
         b * if b < split_below(n64) { nw } else { 1 }
@@ -287,7 +283,7 @@ pub(crate) fn takes_b_tiles(dev: &Dev, rows: usize, cols: usize) -> bool {
                 .load(std::sync::atomic::Ordering::Relaxed)
     };
     // The fewest rows of either format: a round's form is written before the matrices it meets are known.
-    let fewest = min_rows("project_mma_a4_g2_bf16").min(min_rows("project_mma_bf16"));
+    let fewest = min_rows(false).min(min_rows(true));
     dev.wgmma && cols.is_multiple_of(64) && ((fewest..=max_rows()).contains(&rows) || prompt())
 }
 
