@@ -1,7 +1,7 @@
 //! The DeltaNet half of the mixer checks (selftest_mix.rs): DeltaNet rounds against the CPU twin, and the
 //! kernel layouts that must give the same bits (split heads, inputs staged ahead).
 
-use super::{act, compare, inputs, refs, same_run, scenario, Mix, Row};
+use super::{act, chain, compare, inputs, refs, same_run, scenario, Mix, Row};
 use crate::selftest::{Report, Rng};
 use crate::CudaBackend;
 use tensorfold_backend::cpu::CpuBackend;
@@ -157,5 +157,32 @@ pub(in crate::selftest) fn check_deltanet(
             &split,
             &in_registers,
         );
+        // Chains long enough for the staged kernel to go through several batches and reuse its slots.
+        let staged = long_chains(&g);
+        crate::deltanet::REGISTER_INPUTS.store(true, std::sync::atomic::Ordering::Relaxed);
+        let in_registers = long_chains(&g);
+        crate::deltanet::REGISTER_INPUTS.store(false, std::sync::atomic::Ordering::Relaxed);
+        rep.same(
+            &format!("{name}: chains of 45 and 19 rows, staged == in registers (outputs and kept states)"),
+            &staged,
+            &in_registers,
+        );
     }
+}
+
+/// A round of two chains, 45 rows in slot 0 and 19 in slot 1, each kept whole: the outputs, then both states.
+fn long_chains<M: Mix>(m: &M) -> Vec<f32> {
+    let mut sts: Vec<M::St> = (0..2).map(|_| m.fresh()).collect();
+    let mut rows = chain(0, 0, 0, 45, 7);
+    rows.extend(chain(1, 0, 45, 19, 90));
+    let mut out = {
+        let mut r: Vec<&mut M::St> = sts.iter_mut().collect();
+        m.round(&rows, &mut r)
+    };
+    m.keep(&mut sts[0], &(0..45).collect::<Vec<_>>());
+    m.keep(&mut sts[1], &(45..64).collect::<Vec<_>>());
+    for st in &sts {
+        out.extend(m.state(st));
+    }
+    out
 }
