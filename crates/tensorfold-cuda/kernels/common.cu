@@ -58,16 +58,6 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// warp_sum of N values at once, their butterflies interleaved level by level (each value's bits are warp_sum's; N
-// chains of shuffles in flight together, where N calls would wait on one chain at a time).
-template <int N>
-__device__ __forceinline__ void warp_sums(float (&v)[N]) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-#pragma unroll
-        for (int i = 0; i < N; ++i) v[i] += __shfl_xor_sync(FULL_MASK, v[i], off);
-}
-
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, off));

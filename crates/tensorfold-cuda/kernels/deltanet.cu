@@ -2,8 +2,8 @@
 // ancestors + the row) and SiLU. dn_recur_v*: per (slot, value head, part of the head's rows) block, the fp32
 // delta rule stepped row by row from each row's parent state (restored from a snapshot or the round's start when
 // the row branches), with the q/k L2 norms and gates fused; the state lives in registers, one warp per value-dim
-// row; dn_recur_ring_v*, the same for chains with the rows' inputs staged and prepared a batch of rows at a time.
-// dn_norm: the gated RMSNorm of each (row, head) output.
+// row; dn_recur_ring_v*, the same for chains with the rows' inputs staged and normalised once a block. dn_norm: the
+// gated RMSNorm of each (row, head) output.
 // A row's arithmetic is the same whether it is stepped in place, after a restore, or in a replay.
 
 #define DN_WARPS 8
@@ -112,34 +112,26 @@ __device__ __forceinline__ void dn_update(float (&S)[VM][KMAX], const float (&qv
                                           const float (&v)[VM], float beta, float decay, float* __restrict__ orow,
                                           int j0, int Dv, int write_out) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    // Rows past Dv step too, with no branch, so that the VM rows' warp sums go out together (warp_sums): their state
-    // and values are zeros (dn_load, the inputs' loads), they stay zeros, and only their output store is skipped.
-    float p[VM], o[VM];
-#pragma unroll
-    for (int m = 0; m < VM; ++m) {
-        p[m] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < KMAX; ++kk) {
-            S[m][kk] *= decay;
-            p[m] = fmaf(S[m][kk], kv[kk], p[m]);
-        }
-    }
-    warp_sums<VM>(p);
-#pragma unroll
-    for (int m = 0; m < VM; ++m) {
-        const float delta = beta * (v[m] - p[m]);
-        o[m] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < KMAX; ++kk) {
-            S[m][kk] = fmaf(delta, kv[kk], S[m][kk]);
-            o[m] = fmaf(S[m][kk], qv[kk], o[m]);
-        }
-    }
-    warp_sums<VM>(o);
 #pragma unroll
     for (int m = 0; m < VM; ++m) {
         const int j = j0 + warp + DN_WARPS * m;
-        if (write_out && lane == 0 && j < Dv) orow[j] = o[m];
+        if (j < Dv) {
+            float p = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KMAX; ++kk) {
+                S[m][kk] *= decay;
+                p = fmaf(S[m][kk], kv[kk], p);
+            }
+            const float delta = beta * (v[m] - warp_sum(p));
+            float o = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KMAX; ++kk) {
+                S[m][kk] = fmaf(delta, kv[kk], S[m][kk]);
+                o = fmaf(S[m][kk], qv[kk], o);
+            }
+            o = warp_sum(o);
+            if (write_out && lane == 0) orow[j] = o;
+        }
     }
 }
 
@@ -230,117 +222,92 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
     dn_store<VM>(S, st, j0, Dk, Dv);
 }
 
-// The recurrence kernels: NAME##VM runs FN<VM> (dn_recur_rows or dn_recur_ring), MINB blocks an SM (0: ptxas's
-// choice).
-#define DN_RECUR(NAME, FN, VM, MINB)                                                                            \
-    extern "C" __global__ void __launch_bounds__(DN_WARPS * 32, MINB) NAME##VM(                                 \
+// The recurrence kernels: NAME##VM runs FN<VM> (dn_recur_rows, dn_recur_ring, or deltanet_batch.cu's
+// dn_recur_batch, which gives the launch bounds BOUNDS: a parenthesised list).
+#define DN_RECUR(NAME, FN, VM) DN_RECUR_BOUNDS(NAME, FN, VM, (DN_WARPS * 32))
+#define DN_RECUR_BOUNDS(NAME, FN, VM, BOUNDS)                                                                   \
+    extern "C" __global__ void __launch_bounds__ BOUNDS NAME##VM(                                               \
         const float* x, const float* bg, const float* ag, float* out, const float* a_log, const float* dt_bias, \
         const u64* states, const u64* starts, float* snaps, const int* list, const int* slot_off, int Hk,       \
         int Hv, int Dk, int Dv, int write_out) {                                                                \
         kernel_entry();                                                                                         \
         FN<VM>(x, bg, ag, out, a_log, dt_bias, states, starts, snaps, list, slot_off, Hk, Hv, Dk, Dv, write_out); \
     }
-DN_RECUR(dn_recur_v, dn_recur_rows, 1, 0)
-DN_RECUR(dn_recur_v, dn_recur_rows, 2, 0)
-DN_RECUR(dn_recur_v, dn_recur_rows, 16, 0)
+DN_RECUR(dn_recur_v, dn_recur_rows, 1)
+DN_RECUR(dn_recur_v, dn_recur_rows, 2)
+DN_RECUR(dn_recur_v, dn_recur_rows, 16)
 
-// dn_recur_ring: dn_recur_rows for chains (prompt chunks, drafted rounds, replays). The block copies its entries'
-// inputs into shared memory a batch of DN_BATCH at a time (cp.async, one batch ahead), then normalises the batch's q
-// and k and makes its gates all at once (warps side by side, each value once a block, where dn_recur_rows has each of
-// a head's warps make them for its rows), then steps the batch's entries with no barrier between them. Its first
-// form (calls 94, 96) staged one entry at a time and prepared entry e + 1 beside step e: a barrier, a copy and a
-// preparation on the path of every step, about 1.3 µs a row (a 2,048-row prompt chunk's launch 2.66 ms). The values
-// and the functions that step them are dn_recur_rows', so the bits are too.
-template <int VM>
-struct DnBatch {
-    static constexpr int N = VM == 16 ? 8 : 16;  // entries a batch (two batches of slots fit 48 KB)
-};
-#define DN_BATCH(VM) DnBatch<VM>::N
+// dn_recur_ring: dn_recur_rows for chains (prompt chunks, drafted rounds). Each entry's inputs are copied into a
+// shared-memory ring DN_AHEAD − 1 entries ahead (cp.async; the list triple one entry before that), and one block's
+// warps 0–3 normalise q and k and make the gates once per entry, one entry ahead of the step (dn_prepare), where
+// dn_recur_rows has each of a head's 64 warps do it. A step of dn_recur_rows is bound by issuing instructions, not
+// by its loads: staging alone changed nothing, preparing once made a 64-row chain's launch 22% shorter (calls 94,
+// 96, BENCHMARKS.md §7). The values and the functions that step them are dn_recur_rows', so the bits are too.
+#define DN_AHEAD 6
 
-// A slot's floats: q and k (32·KMAX each; normalised in place once landed), the block's value rows, b, a, the row,
-// restore and save (ints), then beta and decay.
+// A ring slot's floats: q and k (32·KMAX each), the block's value rows, b, a, the row, restore and save (ints),
+// then what dn_prepare makes of them: the normalised q and k, beta and decay.
 template <int VM>
 struct DnSlot {
     static constexpr int K = 32 * KMAX, V = 2 * 32 * KMAX, B = V + DN_WARPS * VM, A = B + 1, I = A + 1;
-    static constexpr int BETA = I + 3, DECAY = BETA + 1;
-    static constexpr int FLOATS = DECAY + 1;
+    static constexpr int QN = (I + 3 + 3) & ~3, KN = QN + 32 * KMAX, BETA = KN + 32 * KMAX, DECAY = BETA + 1;
+    static constexpr int FLOATS = (DECAY + 1 + 3) & ~3;  // 16-byte aligned
 };
 
-// Copies entries e0 … e0 + n − 1 (rows[u·rs] = entry e0 + u's row: the list itself, or a copy of the rows in shared
-// memory; n ≤ DN_BATCH) into slots[0..n): thread t takes q
-// (t < 32·KMAX) or k dim t % (32·KMAX) of every entry, and one more word of each: value row t (t < DN_WARPS·VM), b,
-// a, or a word of the list triple; zeros past Dk and Dv, as DnInputs loads them. Each thread's sources are fixed
-// up front, so a copy is an address and a cp.async.
+// Makes a landed slot's normalised q and k (warps 0 and 1), beta (warp 2) and decay (warp 3) once for the whole
+// block, where dn_recur_rows has every warp compute them (call 95: that kernel issued an instruction in 64% of the
+// scheduler cycles, the same norms and gates in each of a head's 64 warps).
 template <int VM>
-__device__ __forceinline__ void dn_issue_batch(float* slots, int e0, int n, const int* rows, int rs,
-                                               const int* __restrict__ list, const float* __restrict__ x,
-                                               const float* __restrict__ bg, const float* __restrict__ ag, int kh,
-                                               int h, int j0, int KT, int C, int Hv, int Dk, int Dv) {
-    typedef DnSlot<VM> Sl;
-    static_assert(DN_WARPS * 32 == 2 * 32 * KMAX && DN_WARPS * VM + 5 <= DN_WARPS * 32, "dn_issue_batch's split");
-    const int t = threadIdx.x;
-    const SmemAddr dst = smem_addr(reinterpret_cast<unsigned char*>(slots));
-    const int d = t % (32 * KMAX), half = t / (32 * KMAX);  // half 0: q, 1: k
-    const float* qk = x + half * KT + kh * Dk + (d < Dk ? d : 0);
-    // The extra word: at base + index·stride, where the index is the entry's row, or the entry itself for the list.
-    const int w = t - DN_WARPS * VM;
-    const bool value = w < 0, by_entry = w >= 2;
-    const bool extra = w < 5, valid = value ? j0 + t < Dv : true;
-    const float* base = value ? x + 2 * KT + h * Dv + (valid ? j0 + t : 0)
-                        : w == 0  ? bg + h
-                        : w == 1  ? ag + h
-                                  : reinterpret_cast<const float*>(list) + (w - 2);
-    const size_t stride = value ? (size_t)C : by_entry ? 3 : (size_t)Hv;
-    const int at = value ? Sl::V + t : w == 0 ? Sl::B : w == 1 ? Sl::A : Sl::I + (w - 2);
-#pragma unroll
-    for (int u = 0; u < DN_BATCH(VM); ++u) {
-        if (u >= n) break;
-        const SmemAddr s = dst + 4 * u * Sl::FLOATS;
-        const int row = rows[u * rs];
-        cp_async4(s + 4 * (half * Sl::K + d), qk + (size_t)row * C, d < Dk);
-        if (extra) cp_async4(s + 4 * at, base + (size_t)(by_entry ? e0 + u : row) * stride, valid);
-    }
-}
-
-// Copies the rows of entries e0 … e0 + n − 1 (the first word of each list triple) into rows[0..n).
-__device__ __forceinline__ void dn_issue_rows(int* rows, const int* __restrict__ list, int e0, int n) {
-    const int t = threadIdx.x;
-    if (t < n) cp_async4(smem_addr(reinterpret_cast<unsigned char*>(rows + t)), list + 3 * (e0 + t), true);
-}
-
-// Makes a landed batch of n entries ready to step, in place: q and k normalised (a warp a vector, the block's warps
-// side by side), beta and decay (a thread an entry).
-template <int VM>
-__device__ __forceinline__ void dn_prepare_batch(float* slots, int n, float q_scale, float neg_a, float dtb) {
+__device__ __forceinline__ void dn_prepare(float* in, float q_scale, float neg_a, float dtb) {
     typedef DnSlot<VM> Sl;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    constexpr int PER_WARP = 2 * DN_BATCH(VM) / DN_WARPS;
-    static_assert(PER_WARP * DN_WARPS == 2 * DN_BATCH(VM), "a batch's vectors split evenly over the warps");
-    float v[PER_WARP][KMAX];
-    // Vector w + DN_WARPS·p: entry (w + DN_WARPS·p) / 2, its q when even, its k when odd. The loads first, then the
-    // norms, so a warp's independent sums are in flight together.
+    if (warp < 2) {
+        float v[KMAX];
 #pragma unroll
-    for (int p = 0; p < PER_WARP; ++p) {
-        const int vec = warp + DN_WARPS * p, u = vec >> 1;
-        const float* src = slots + (u < n ? u : 0) * Sl::FLOATS + (vec & 1) * Sl::K;
+        for (int kk = 0; kk < KMAX; ++kk) v[kk] = in[warp * Sl::K + lane + 32 * kk];
+        dn_normalise(v, warp == 0, q_scale);
 #pragma unroll
-        for (int kk = 0; kk < KMAX; ++kk) v[p][kk] = src[lane + 32 * kk];
-    }
-#pragma unroll
-    for (int p = 0; p < PER_WARP; ++p) {
-        const int vec = warp + DN_WARPS * p, u = vec >> 1;
-        dn_normalise(v[p], (vec & 1) == 0, q_scale);
-        if (u < n) {
-            float* dst = slots + u * Sl::FLOATS + (vec & 1) * Sl::K;
-#pragma unroll
-            for (int kk = 0; kk < KMAX; ++kk) dst[lane + 32 * kk] = v[p][kk];
-        }
-    }
-    const int t = threadIdx.x;
-    if (t < n) {
-        float* in = slots + t * Sl::FLOATS;
+        for (int kk = 0; kk < KMAX; ++kk) in[(warp == 0 ? Sl::QN : Sl::KN) + lane + 32 * kk] = v[kk];
+    } else if (warp == 2 && lane == 0) {
         in[Sl::BETA] = dn_beta(in[Sl::B]);
+    } else if (warp == 3 && lane == 0) {
         in[Sl::DECAY] = dn_decay(in[Sl::A] + dtb, neg_a);
+    }
+}
+
+// Entry e's list triple (row, restore, save).
+struct DnEntry {
+    int i, restore, save;
+};
+__device__ __forceinline__ DnEntry dn_entry(const int* __restrict__ list, int e) {
+    return DnEntry{list[3 * e], list[3 * e + 1], list[3 * e + 2]};
+}
+
+// Copies entry n's inputs into ring slot `slot` (DnSlot's layout): thread t takes q (t < 32·KMAX) or k dim
+// t % (32·KMAX), then value row t, b and a; zeros past Dk and Dv, as DnInputs loads them.
+template <int VM>
+__device__ __forceinline__ void dn_issue(float* slot, DnEntry n, const float* __restrict__ x,
+                                         const float* __restrict__ bg, const float* __restrict__ ag, int kh, int h,
+                                         int j0, int KT, int C, int Hv, int Dk, int Dv) {
+    typedef DnSlot<VM> Sl;
+    static_assert(DN_WARPS * 32 == 2 * 32 * KMAX && DN_WARPS * VM + 3 <= DN_WARPS * 32, "dn_issue's thread split");
+    const int t = threadIdx.x;
+    const float* xr = x + (size_t)n.i * C;
+    const SmemAddr dst = smem_addr(reinterpret_cast<unsigned char*>(slot));
+    const int d = t % (32 * KMAX), half = t / (32 * KMAX);  // half 0: q, 1: k
+    cp_async4(dst + 4 * (half * Sl::K + d), xr + half * KT + kh * Dk + (d < Dk ? d : 0), d < Dk);
+    if (t < DN_WARPS * VM) {
+        const bool ok = j0 + t < Dv;
+        cp_async4(dst + 4 * (Sl::V + t), xr + 2 * KT + h * Dv + (ok ? j0 + t : 0), ok);
+    } else if (t == DN_WARPS * VM) {
+        cp_async4(dst + 4 * Sl::B, bg + (size_t)n.i * Hv + h, true);
+    } else if (t == DN_WARPS * VM + 1) {
+        cp_async4(dst + 4 * Sl::A, ag + (size_t)n.i * Hv + h, true);
+    } else if (t == DN_WARPS * VM + 2) {
+        int* si = reinterpret_cast<int*>(slot) + Sl::I;
+        si[0] = n.i;
+        si[1] = n.restore;
+        si[2] = n.save;
     }
 }
 
@@ -353,8 +320,7 @@ __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const
                                               const int* __restrict__ slot_off, int Hk, int Hv, int Dk, int Dv,
                                               int write_out) {
     typedef DnSlot<VM> Sl;
-    constexpr int NB = DN_BATCH(VM);
-    __shared__ __align__(16) float ring[2][NB * Sl::FLOATS];
+    __shared__ __align__(16) float ring[DN_AHEAD][Sl::FLOATS];
     const DnBlock<VM> b(Hk, Hv, Dk, Dv);
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
     const size_t hs = b.hs;
@@ -366,57 +332,49 @@ __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const
     const float neg_a = -expf(a_log[h]);
     const float dtb = dt_bias[h];
     const int e0 = slot_off[s], e_end = slot_off[s + 1];
-    const int batches = (e_end - e0 + NB - 1) / NB;
-    // Batch c's rows sit in rows[c & 1] from the turn before its copies go out: batch c + 1's are copied beside
-    // batch c's inputs (batch 0's copies read the list itself).
-    __shared__ int rows[2][NB];
-    auto count = [&](int c) { return min(NB, e_end - (e0 + c * NB)); };
-    if (batches > 0) dn_issue_batch<VM>(ring[0], e0, count(0), list + 3 * e0, 3, list, x, bg, ag, kh, h, j0, KT, C, Hv, Dk, Dv);
-    if (batches > 1) dn_issue_rows(rows[1], list, e0 + NB, count(1));
-    cp_async_commit();
-    for (int bi = 0; bi < batches; ++bi) {
-        cp_async_wait<0>();  // batch bi's inputs and batch bi + 1's rows have landed for this thread ...
-        __syncthreads();     // ... and for all
-        if (bi + 1 < batches) {
-            const int c = bi + 1;
-            dn_issue_batch<VM>(ring[c & 1], e0 + c * NB, count(c), rows[c & 1], 1, list, x, bg, ag, kh, h, j0, KT, C,
-                               Hv, Dk, Dv);
-            if (c + 1 < batches) dn_issue_rows(rows[(c + 1) & 1], list, e0 + (c + 1) * NB, count(c + 1));
+    for (int f = 0; f < DN_AHEAD - 1; ++f) {
+        if (e0 + f < e_end) dn_issue<VM>(ring[f], dn_entry(list, e0 + f), x, bg, ag, kh, h, j0, KT, C, Hv, Dk, Dv);
+        cp_async_commit();
+    }
+    DnEntry next = {0, 0, 0};
+    if (e0 + DN_AHEAD - 1 < e_end) next = dn_entry(list, e0 + DN_AHEAD - 1);
+    // Entry e0 prepared before the loop; then each iteration prepares entry e + 1 while the block steps entry e.
+    cp_async_wait<DN_AHEAD - 2>();
+    __syncthreads();
+    if (e0 < e_end) dn_prepare<VM>(ring[0], q_scale, neg_a, dtb);
+    for (int e = e0; e < e_end; ++e) {
+        cp_async_wait<DN_AHEAD - 3>();  // entries e and e + 1 have landed for this thread ...
+        __syncthreads();  // ... and for all; entry e is prepared; every warp is done with entry e − 1's slot
+        const int f = e + DN_AHEAD - 1;
+        if (f < e_end) {
+            dn_issue<VM>(ring[(f - e0) % DN_AHEAD], next, x, bg, ag, kh, h, j0, KT, C, Hv, Dk, Dv);
+            if (f + 1 < e_end) next = dn_entry(list, f + 1);
         }
         cp_async_commit();
-        float* slots = ring[bi & 1];
-        const int n = count(bi);
-        dn_prepare_batch<VM>(slots, n, q_scale, neg_a, dtb);
-        __syncthreads();  // the batch is prepared
-        for (int u = 0; u < n; ++u) {
-            const float* in = slots + u * Sl::FLOATS;
-            const int* ini = reinterpret_cast<const int*>(in) + Sl::I;
-            const int i = ini[0], restore = ini[1], save = ini[2];
-            dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
-            float qv[KMAX], kv[KMAX], v[VM];
+        if (e + 1 < e_end) dn_prepare<VM>(ring[(e + 1 - e0) % DN_AHEAD], q_scale, neg_a, dtb);
+        const float* in = ring[(e - e0) % DN_AHEAD];
+        const int* ini = reinterpret_cast<const int*>(in) + Sl::I;
+        const int i = ini[0], restore = ini[1], save = ini[2];
+        dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
+        float qv[KMAX], kv[KMAX], v[VM];
 #pragma unroll
-            for (int kk = 0; kk < KMAX; ++kk) {
-                qv[kk] = in[lane + 32 * kk];
-                kv[kk] = in[Sl::K + lane + 32 * kk];
-            }
-#pragma unroll
-            for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
-            float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
-            dn_update<VM>(S, qv, kv, v, in[Sl::BETA], in[Sl::DECAY], orow, j0, Dv, write_out);
-            if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
+        for (int kk = 0; kk < KMAX; ++kk) {
+            qv[kk] = in[Sl::QN + lane + 32 * kk];
+            kv[kk] = in[Sl::KN + lane + 32 * kk];
         }
-        __syncthreads();  // every warp is done with the batch before its slots take batch bi + 2
+#pragma unroll
+        for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
+        float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
+        dn_update<VM>(S, qv, kv, v, in[Sl::BETA], in[Sl::DECAY], orow, j0, Dv, write_out);
+        if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
     }
     cp_async_wait<0>();
     dn_store<VM>(S, st, j0, Dk, Dv);
 }
 
-// 3 blocks an SM for the split layouts (at most 80 registers): a 128-row head is 8 blocks, so the 27B shape's 48
-// heads are 384 blocks, one wave of 132 SMs × 3 (left to ptxas, the ring kernel took 89 registers: 2 blocks an SM,
-// two waves).
-DN_RECUR(dn_recur_ring_v, dn_recur_ring, 1, 3)
-DN_RECUR(dn_recur_ring_v, dn_recur_ring, 2, 3)
-DN_RECUR(dn_recur_ring_v, dn_recur_ring, 16, 0)
+DN_RECUR(dn_recur_ring_v, dn_recur_ring, 1)
+DN_RECUR(dn_recur_ring_v, dn_recur_ring, 2)
+DN_RECUR(dn_recur_ring_v, dn_recur_ring, 16)
 
 // The gated RMSNorm of one (row, value head) of dn_recur's output, in place: o·rsqrt(mean o² + eps)·w·silu(z),
 // with the same per-thread sums and block_sum as a whole-head block would take (DN_WARPS warps, j = tid, tid +

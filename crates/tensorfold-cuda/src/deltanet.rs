@@ -206,17 +206,37 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
     }
 }
 
-/// Whether dn_recur may stage each row's inputs in shared memory ahead of its step and normalise them once a block
-/// (`dn_recur_ring_v*`; on unless `TENSORFOLD_CUDA_DN_RING=0`, for same-run comparisons). Both kernels step with the
-/// same values through the same functions (deltanet.cu dn_normalise, dn_update), so the bits are the same.
-fn recur_ring() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_RING").map_or(true, |v| v != "0"))
-        && !REGISTER_INPUTS.load(Ordering::Relaxed)
+/// The recurrence kernel a round takes (its name's middle): chains (some slot steps more than one row: prompt chunks,
+/// drafted rounds, replays) take `dn_recur_ring_v*` (inputs staged one row ahead, normalised once a block) unless
+/// `TENSORFOLD_CUDA_DN_RING=0`, or `dn_recur_batch_v*` (deltanet_batch.cu: staged and prepared 16 rows at a time, no
+/// barrier between steps) with `TENSORFOLD_CUDA_DN_BATCH=1`, off until it is timed on the GPU (it was written in a
+/// session that got no device time). A round of one row a slot (decode) keeps the plain kernel: staging pays off
+/// only along a chain. Every kernel steps the same values through the same functions (deltanet.cu dn_normalise,
+/// dn_update), so the bits are the same; the backend-ops test's switches put a round on the batched kernel or on the
+/// plain one whatever the environment says.
+fn recur_kind(slots: usize, entries: usize) -> &'static str {
+    static RING: OnceLock<bool> = OnceLock::new();
+    static BATCH: OnceLock<bool> = OnceLock::new();
+    let ring =
+        *RING.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_RING").map_or(true, |v| v != "0"));
+    let batch =
+        *BATCH.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_BATCH").is_ok_and(|v| v == "1"));
+    if entries <= slots || REGISTER_INPUTS.load(Ordering::Relaxed) {
+        ""
+    } else if BATCH_INPUTS.load(Ordering::Relaxed) || batch {
+        "batch_"
+    } else if ring {
+        "ring_"
+    } else {
+        ""
+    }
 }
 
 /// Set by the backend-ops test to run dn_recur with its inputs in registers beside the staged one.
 pub(crate) static REGISTER_INPUTS: AtomicBool = AtomicBool::new(false);
+
+/// Set by the backend-ops test to run the batched kernel beside the ring.
+pub(crate) static BATCH_INPUTS: AtomicBool = AtomicBool::new(false);
 
 /// Set by the backend-ops test to run the whole-head layout beside the split one in one process.
 pub(crate) static WHOLE_HEADS: AtomicBool = AtomicBool::new(false);
@@ -238,11 +258,10 @@ fn recur(
     vm: usize,
 ) {
     let (slots, entries) = slots_entries;
-    // Staging rows ahead pays off only along a chain: a round of one row a slot (decode) keeps the plain kernel.
-    let ring = recur_ring() && entries > slots;
+    let kind = recur_kind(slots, entries);
     let parts = s.value_dim.div_ceil(DN_THREADS as usize / 32 * vm);
     dev.launch(
-        &format!("dn_recur_{}v{vm}", if ring { "ring_" } else { "" }),
+        &format!("dn_recur_{kind}v{vm}"),
         ((s.value_heads * parts) as u32, slots as u32, 1),
         DN_THREADS,
         &[

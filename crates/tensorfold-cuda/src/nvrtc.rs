@@ -37,6 +37,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../kernels/project_wgmma_gemm.cu"),
     ),
     ("deltanet.cu", include_str!("../kernels/deltanet.cu")),
+    (
+        "deltanet_batch.cu",
+        include_str!("../kernels/deltanet_batch.cu"),
+    ),
     ("sample.cu", include_str!("../kernels/sample.cu")),
 ];
 

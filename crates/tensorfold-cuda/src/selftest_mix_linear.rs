@@ -1,9 +1,11 @@
 //! The DeltaNet half of the mixer checks (selftest_mix.rs): DeltaNet rounds against the CPU twin, and the
-//! kernel layouts that must give the same bits (split heads, inputs staged ahead).
+//! kernel layouts that must give the same bits (split heads, inputs staged ahead one row or a batch at a time).
 
 use super::{act, chain, compare, inputs, refs, same_run, scenario, Mix, Row};
+use crate::deltanet::{BATCH_INPUTS, REGISTER_INPUTS, WHOLE_HEADS};
 use crate::selftest::{Report, Rng};
 use crate::CudaBackend;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_backend::{Backend, LinearParams, LinearSpec};
 
@@ -138,9 +140,7 @@ pub(in crate::selftest) fn check_deltanet(
         compare(rep, name, &c, &g);
         // The heads split over blocks (the default) == one block per head, bit for bit.
         let (split, _) = scenario(&g);
-        crate::deltanet::WHOLE_HEADS.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (whole, _) = scenario(&g);
-        crate::deltanet::WHOLE_HEADS.store(false, std::sync::atomic::Ordering::Relaxed);
+        let (whole, _) = with(&WHOLE_HEADS, || scenario(&g));
         same_run(
             rep,
             &format!("{name}: split heads == whole heads"),
@@ -148,26 +148,50 @@ pub(in crate::selftest) fn check_deltanet(
             &whole,
         );
         // Each row's inputs staged in shared memory ahead (the default) == loaded one row ahead in registers.
-        crate::deltanet::REGISTER_INPUTS.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (in_registers, _) = scenario(&g);
-        crate::deltanet::REGISTER_INPUTS.store(false, std::sync::atomic::Ordering::Relaxed);
+        let (in_registers, _) = with(&REGISTER_INPUTS, || scenario(&g));
         same_run(
             rep,
             &format!("{name}: inputs staged ahead == inputs in registers"),
             &split,
             &in_registers,
         );
-        // Chains long enough for the staged kernel to go through several batches and reuse its slots.
-        let staged = long_chains(&g);
-        crate::deltanet::REGISTER_INPUTS.store(true, std::sync::atomic::Ordering::Relaxed);
-        let in_registers = long_chains(&g);
-        crate::deltanet::REGISTER_INPUTS.store(false, std::sync::atomic::Ordering::Relaxed);
-        rep.same(
-            &format!("{name}: chains of 45 and 19 rows, staged == in registers (outputs and kept states)"),
-            &staged,
+        // The batched kernel (deltanet_batch.cu) == inputs in registers.
+        let (batched, _) = with(&BATCH_INPUTS, || scenario(&g));
+        same_run(
+            rep,
+            &format!("{name}: inputs staged a batch at a time == inputs in registers"),
+            &batched,
             &in_registers,
         );
+        // Chains long enough for the batched kernel to go through several batches and reuse its slots.
+        let registers = with(&REGISTER_INPUTS, || long_chains(&g));
+        let ring = long_chains(&g);
+        let batched = with(&BATCH_INPUTS, || long_chains(&g));
+        let batched_whole = with(&BATCH_INPUTS, || with(&WHOLE_HEADS, || long_chains(&g)));
+        rep.same(
+            &format!("{name}: chains of 45 and 19 rows, staged one row ahead == in registers (outputs, kept states)"),
+            &ring,
+            &registers,
+        );
+        rep.same(
+            &format!("{name}: chains of 45 and 19 rows, staged a batch at a time == in registers (outputs, kept states)"),
+            &batched,
+            &registers,
+        );
+        rep.same(
+            &format!("{name}: the same, one block a head"),
+            &batched_whole,
+            &registers,
+        );
     }
+}
+
+/// `f()` with the test switch `flag` on.
+fn with<T>(flag: &AtomicBool, f: impl FnOnce() -> T) -> T {
+    flag.store(true, Ordering::Relaxed);
+    let r = f();
+    flag.store(false, Ordering::Relaxed);
+    r
 }
 
 /// A round of two chains, 45 rows in slot 0 and 19 in slot 1, each kept whole: the outputs, then both states.

@@ -1,0 +1,34 @@
+#!/bin/bash
+# gpu_dn_batch.sh FINAL BUDGET_S BIN: DeltaNet chains on the batched kernel (deltanet_batch.cu,
+# TENSORFOLD_CUDA_DN_BATCH=1) against the one-row ring (the default): every check, and the equality suites with the
+# batched kernel; then 27B MLX4 and 27B bf16 rounds and prefills, the two alternating in one run, and the event
+# profile of 16-row rounds with each. Written in a session that got no device time (no call number yet).
+FINAL=${1:?out dir}; BUDGET=${2:-540}; BIN=${3:?binary}
+. "$(dirname "$0")/steps.sh"
+mkdir -p "$FINAL"
+full_check "$BIN"
+for f in tiny-mlx-4bit tiny-wrapper-bf16; do
+  step full-batch-$f 40 env TENSORFOLD_CUDA_DN_BATCH=1 "$BIN" check --device cuda --model fixtures/$f
+  grep -E "^oracle|cases,|^FAIL|^DIFF" "$OUT/full-batch-$f.log" | sed "s/^/full-batch-$f /"
+done
+pair() {  # pair NAME MODEL ARGS...: the ring (DN_BATCH=0), then the batched kernel (DN_BATCH=1)
+  local name=$1 model=$2; shift 2
+  for v in 0 1; do
+    step "$name-$v" 45 env TENSORFOLD_CUDA_DN_BATCH=$v "$BIN" bench --device cuda --model "$model" "$@"
+    grep -hE "round of|prefill|decode, 1 stream \|" "$OUT/$name-$v.log" | cut -c1-110 | sed "s/^/$name-batch$v /"
+  done
+}
+step synth-27b-mlx4 40 "$BIN" synth --shape 27b --format mlx4 --out /dev/shm/s27m4
+for r in 1 2; do
+  pair m4-$r /dev/shm/s27m4 --quick --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384 --round-rows 1,4,16,32
+done
+for v in 0 1; do
+  step prof16-$v 40 env TENSORFOLD_CUDA_DN_BATCH=$v TENSORFOLD_CUDA_PROFILE=1 "$BIN" bench --device cuda \
+    --model /dev/shm/s27m4 --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
+  grep -hE "dn_recur|round of 16" "$OUT/prof16-$v.log" | cut -c1-100 | sed "s/^/prof16-batch$v /"
+done
+rm -rf /dev/shm/s27m4
+step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out /dev/shm/s27b
+pair bf16 /dev/shm/s27b --quick --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384 --round-rows 1,16
+rm -rf /dev/shm/s27b
+finish "$FINAL"
