@@ -2,7 +2,7 @@
 # CI without a GPU: the CUDA backend's host side (recorded rounds and CUDA graphs, staging, paging, draws) on the
 # CPU emulator (crates/tensorfold-cuda/emu), which runs the same kernels compiled for the CPU. Two tiny fixtures
 # decoded with graphs on and off, drafted and not, must give one token sha each; the backend-ops test's attention,
-# prompt-kernel and shared-launch checks must pass.
+# prompt-kernel, shared-launch and DeltaNet checks must pass.
 # Usage: tools/ci_cuda_emulator.sh NVRTC_LIB_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,9 +21,11 @@ status=0
 # bit for bit, and that the emulator (which reports sm_90a) takes the wgmma one for bf16 and 4-bit g64 matrices.
 # Then the shared-launch checks (selftest_pairs.rs): matrices sharing an input in one launch against one projection
 # each, which at 6 to 64 rows puts small matrices on the wgmma round kernels (4-bit and bf16, the 64-column build
-# with its parts of 32 rows) against the decode kernels. They take about 11 minutes on one core, so they run beside
-# the decodes (the emulator keeps each process on one core).
-TENSORFOLD_CUDA_OPS=attention,prompt,pairs "$bin" check --device cuda --ops-only > "$emu/attention-ops.log" 2>&1 &
+# with its parts of 32 rows) against the decode kernels. Then the DeltaNet checks (selftest_mix_linear.rs): rounds
+# against the CPU twin, and chains on the staged kernels (one row ahead, a batch at a time) against the decode
+# recurrence, bit for bit. They take about 12 minutes on one core, so they run beside the decodes (the emulator
+# keeps each process on one core).
+TENSORFOLD_CUDA_OPS=attention,prompt,pairs,deltanet "$bin" check --device cuda --ops-only > "$emu/attention-ops.log" 2>&1 &
 attention=$!
 # tiny-mlx-4bit decodes 300 tokens, so its KV page tables grow past their first 16 pages inside recorded rounds;
 # tiny-wrapper-bf16 decodes 48, drafted by its MTP head and not (drafted rounds are trees and windows of rows).
@@ -51,7 +53,7 @@ if wait $attention; then
   grep "^backend-ops" "$emu/attention-ops.log"
 else
   grep -E "^backend-ops|^FAIL|panicked|error" "$emu/attention-ops.log" | head -20
-  echo "FAIL: the attention, prompt-kernel and shared-launch checks on the emulator"
+  echo "FAIL: the attention, prompt-kernel, shared-launch and DeltaNet checks on the emulator"
   status=1
 fi
 exit $status
