@@ -104,7 +104,7 @@ impl Dev {
             .new_stream()
             .map_err(|e| format!("CUDA stream: {e:?}"))?;
         if ctx.has_async_alloc() {
-            keep_pool_memory(&ctx)?;
+            crate::scratch::keep_pool_memory(&ctx)?;
         }
         let (major, minor) = ctx
             .compute_capability()
@@ -162,7 +162,7 @@ impl Dev {
             if cached { "from cache" } else { "compiled" },
             t.elapsed().as_secs_f64()
         );
-        let pool = pool_enabled().then(|| ScratchPool::new(stream.clone()));
+        let pool = crate::scratch::pool_enabled().then(|| ScratchPool::new(stream.clone()));
         let tickets = stream
             .alloc_zeros::<u32>(crate::project::WGMMA_TICKETS)
             .map_err(|e| format!("allocating the wgmma tickets: {e:?}"))?;
@@ -543,27 +543,6 @@ impl Dev {
     }
 }
 
-/// Keeps freed memory in the device's default pool instead of returning it to the OS at every synchronisation
-/// (the default threshold of 0 makes every round's allocations go back to the driver).
-fn keep_pool_memory(ctx: &CudaContext) -> Result<(), String> {
-    let mut pool = std::ptr::null_mut();
-    let mut threshold = u64::MAX;
-    // SAFETY: out-parameter and attribute value are valid for the calls; the device handle is the context's.
-    unsafe {
-        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device())
-            .result()
-            .map_err(|e| format!("default memory pool: {e:?}"))?;
-        sys::cuMemPoolSetAttribute(
-            pool,
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-            (&mut threshold as *mut u64).cast(),
-        )
-        .result()
-        .map_err(|e| format!("memory pool release threshold: {e:?}"))?;
-    }
-    Ok(())
-}
-
 /// How many times kernel `name` is launched: twice when its name starts with one of the comma-separated prefixes
 /// of `TENSORFOLD_CUDA_TWICE`, a timing ablation (a round's time grows by the kernels' cost in the chain of
 /// dependent launches; in-place kernels then compute wrong values, so never for results), else once.
@@ -592,11 +571,4 @@ pub(crate) fn env_usize(name: &str) -> Option<usize> {
 fn dependent_launch() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_PDL").map_or(true, |v| v != "0"))
-}
-
-/// Whether activations and temporaries are recycled (scratch.rs): on unless `TENSORFOLD_CUDA_POOL=0` (for
-/// before/after measurements in one run). Host time only: the bits are the same.
-fn pool_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_POOL").map_or(true, |v| v != "0"))
 }
