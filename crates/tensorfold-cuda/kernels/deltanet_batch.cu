@@ -74,21 +74,23 @@ __device__ __forceinline__ void dn_prepare_batch(float* slots, int n, float q_sc
     constexpr int PER_WARP = 2 * DN_BATCH(VM) / DN_WARPS;
     static_assert(PER_WARP * DN_WARPS == 2 * DN_BATCH(VM), "a batch's vectors split evenly over the warps");
     float v[PER_WARP][KMAX];
-    // Vector w + DN_WARPS·p: entry (w + DN_WARPS·p) / 2, its q when even, its k when odd. The loads first, so that
+    // Vector w + DN_WARPS·p: entry (w + DN_WARPS·p) / 2, its q when even, its k when odd; a batch of n entries has
+    // 2n (the tests are the same for a whole warp; vectors past 2n are zeros, never used). The loads first, so that
     // they are in flight together (ptxas still makes each norm's sum, square root and division in turn).
 #pragma unroll
     for (int p = 0; p < PER_WARP; ++p) {
-        const int vec = warp + DN_WARPS * p, u = vec >> 1;
-        const float* src = slots + (u < n ? u : 0) * Sl::FLOATS + (vec & 1) * Sl::K;
+        const int vec = warp + DN_WARPS * p;
+        const bool used = vec < 2 * n;
+        const float* src = slots + (used ? vec >> 1 : 0) * Sl::FLOATS + (vec & 1) * Sl::K;
 #pragma unroll
-        for (int kk = 0; kk < KMAX; ++kk) v[p][kk] = src[lane + 32 * kk];
+        for (int kk = 0; kk < KMAX; ++kk) v[p][kk] = used ? src[lane + 32 * kk] : 0.0f;
     }
 #pragma unroll
     for (int p = 0; p < PER_WARP; ++p) {
-        const int vec = warp + DN_WARPS * p, u = vec >> 1;
-        dn_normalise(v[p], (vec & 1) == 0, q_scale);
-        if (u < n) {
-            float* dst = slots + u * Sl::FLOATS + (vec & 1) * Sl::K;
+        const int vec = warp + DN_WARPS * p;
+        if (vec < 2 * n) {
+            dn_normalise(v[p], (vec & 1) == 0, q_scale);
+            float* dst = slots + (vec >> 1) * Sl::FLOATS + (vec & 1) * Sl::K;
 #pragma unroll
             for (int kk = 0; kk < KMAX; ++kk) dst[lane + 32 * kk] = v[p][kk];
         }
