@@ -311,6 +311,30 @@ __device__ __forceinline__ void dn_issue(float* slot, DnEntry n, const float* __
     }
 }
 
+// One entry's step from its staged slot `in` (dn_recur_ring's and dn_recur_batch's): the list triple at I (row,
+// restore, save), the normalised q and k at QN and KN, the block's value rows at V, beta and decay at BETA and DECAY
+// (Sl's offsets, in floats).
+template <int VM, typename Sl>
+__device__ __forceinline__ void dn_step_staged(float (&S)[VM][KMAX], const float* in, const DnBlock<VM>& b,
+                                               const u64* __restrict__ starts, float* __restrict__ snaps,
+                                               float* __restrict__ out, int Hv, int Dk, int Dv, int write_out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int* ini = reinterpret_cast<const int*>(in) + Sl::I;
+    const int i = ini[0], restore = ini[1], save = ini[2];
+    dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
+    float qv[KMAX], kv[KMAX], v[VM];
+#pragma unroll
+    for (int kk = 0; kk < KMAX; ++kk) {
+        qv[kk] = in[Sl::QN + lane + 32 * kk];
+        kv[kk] = in[Sl::KN + lane + 32 * kk];
+    }
+#pragma unroll
+    for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
+    float* orow = out + (size_t)i * Hv * Dv + (size_t)b.h * Dv;
+    dn_update<VM>(S, qv, kv, v, in[Sl::BETA], in[Sl::DECAY], orow, b.j0, Dv, write_out);
+    if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + b.h) * b.hs, b.j0, Dk, Dv);
+}
+
 template <int VM>
 __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const float* __restrict__ bg,
                                               const float* __restrict__ ag, float* __restrict__ out,
@@ -324,7 +348,6 @@ __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const
     const DnBlock<VM> b(Hk, Hv, Dk, Dv);
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
     const size_t hs = b.hs;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float* st = reinterpret_cast<float*>(states[s]) + h * hs;
     float S[VM][KMAX];
     dn_load<VM>(S, st, j0, Dk, Dv);
@@ -352,21 +375,7 @@ __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const
         }
         cp_async_commit();
         if (e + 1 < e_end) dn_prepare<VM>(ring[(e + 1 - e0) % DN_AHEAD], q_scale, neg_a, dtb);
-        const float* in = ring[(e - e0) % DN_AHEAD];
-        const int* ini = reinterpret_cast<const int*>(in) + Sl::I;
-        const int i = ini[0], restore = ini[1], save = ini[2];
-        dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
-        float qv[KMAX], kv[KMAX], v[VM];
-#pragma unroll
-        for (int kk = 0; kk < KMAX; ++kk) {
-            qv[kk] = in[Sl::QN + lane + 32 * kk];
-            kv[kk] = in[Sl::KN + lane + 32 * kk];
-        }
-#pragma unroll
-        for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
-        float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
-        dn_update<VM>(S, qv, kv, v, in[Sl::BETA], in[Sl::DECAY], orow, j0, Dv, write_out);
-        if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
+        dn_step_staged<VM, Sl>(S, ring[(e - e0) % DN_AHEAD], b, starts, snaps, out, Hv, Dk, Dv, write_out);
     }
     cp_async_wait<0>();
     dn_store<VM>(S, st, j0, Dk, Dv);

@@ -21,6 +21,7 @@ struct DnBatchSlot {
     static constexpr int K = 32 * KMAX, V = 2 * 32 * KMAX, B = V + DN_WARPS * VM, A = B + 1, I = A + 1;
     static constexpr int BETA = I + 3, DECAY = BETA + 1;
     static constexpr int FLOATS = DECAY + 1;
+    static constexpr int QN = 0, KN = K;  // the normalised q and k (dn_step_staged)
 };
 
 // Copies entries e0 … e0 + n − 1 (rows[u·rs] = entry e0 + u's row: the list itself, or a copy of the rows in shared
@@ -117,7 +118,6 @@ __device__ __forceinline__ void dn_recur_batch(const float* __restrict__ x, cons
     const DnBlock<VM> b(Hk, Hv, Dk, Dv);
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
     const size_t hs = b.hs;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float* st = reinterpret_cast<float*>(states[s]) + h * hs;
     float S[VM][KMAX];
     dn_load<VM>(S, st, j0, Dk, Dv);
@@ -147,23 +147,8 @@ __device__ __forceinline__ void dn_recur_batch(const float* __restrict__ x, cons
         const int n = count(bi);
         dn_prepare_batch<VM>(slots, n, q_scale, neg_a, dtb);
         __syncthreads();  // the batch is prepared
-        for (int u = 0; u < n; ++u) {
-            const float* in = slots + u * Sl::FLOATS;
-            const int* ini = reinterpret_cast<const int*>(in) + Sl::I;
-            const int i = ini[0], restore = ini[1], save = ini[2];
-            dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
-            float qv[KMAX], kv[KMAX], v[VM];
-#pragma unroll
-            for (int kk = 0; kk < KMAX; ++kk) {
-                qv[kk] = in[lane + 32 * kk];
-                kv[kk] = in[Sl::K + lane + 32 * kk];
-            }
-#pragma unroll
-            for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
-            float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
-            dn_update<VM>(S, qv, kv, v, in[Sl::BETA], in[Sl::DECAY], orow, j0, Dv, write_out);
-            if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
-        }
+        for (int u = 0; u < n; ++u)
+            dn_step_staged<VM, Sl>(S, slots + u * Sl::FLOATS, b, starts, snaps, out, Hv, Dk, Dv, write_out);
         __syncthreads();  // every warp is done with the batch before its slots take batch bi + 2
     }
     cp_async_wait<0>();
