@@ -192,6 +192,19 @@ __device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, con
     return src;
 }
 
+// 16 bytes of x's B tiles global → shared. By default past L1, as the weights (cp.async.cg). Every block of a launch
+// reads the same tiles, and a 16-row tile per group is as many bytes as a 4-bit block's codes, so the blocks of a
+// round move about as many bytes of x from L2 as of weights. -DWG_BTILE_CA (TENSORFOLD_CUDA_DEFINES) copies them
+// through L1 (cp.async.ca), where an SM's other blocks at the same group may find them, for a same-run comparison.
+// The bytes, so the bits, are the same either way.
+__device__ __forceinline__ void cp_async16_tile(SmemAddr dst, const void* src) {
+#if defined(WG_BTILE_CA) && !defined(TF_EMU)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+#else
+    cp_async16(dst, src, true);
+#endif
+}
+
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
 // past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
 template <typename S, int NT, int MT>
@@ -200,12 +213,12 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
     const int tid = threadIdx.x;
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
-    cp_async16(sa + tid * 16, bt, true);
-    if (NT >= 4) cp_async16(sa + 2048 + tid * 16, bt + 2048, true);  // columns 16..31 (rows 8..15)
-    if (NT == 8) {                                                   // columns 32..63 (rows 16..31)
+    cp_async16_tile(sa + tid * 16, bt);
+    if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
+    if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
         const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
-        cp_async16(sa + 4096 + tid * 16, bt2, true);
-        cp_async16(sa + 6144 + tid * 16, bt2 + 2048, true);
+        cp_async16_tile(sa + 4096 + tid * 16, bt2);
+        cp_async16_tile(sa + 6144 + tid * 16, bt2 + 2048);
     }
     typedef WgStage<NT, MT> St;
 #pragma unroll

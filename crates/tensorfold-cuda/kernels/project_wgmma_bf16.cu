@@ -61,12 +61,12 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
     auto issue = [&](int stage, int G) {
         const SmemAddr sa = ring_at + stage * St::BYTES;
         const unsigned char* b = bt + (size_t)G * WG_TILE;
-        cp_async16(sa + tid * 16, b, true);
-        if (NT >= 4) cp_async16(sa + 2048 + tid * 16, b + 2048, true);
+        cp_async16_tile(sa + tid * 16, b);
+        if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, b + 2048);
         if (NT == 8) {
             const unsigned char* b2 = b + (size_t)groups * WG_TILE;  // row block 1
-            cp_async16(sa + 4096 + tid * 16, b2, true);
-            cp_async16(sa + 6144 + tid * 16, b2 + 2048, true);
+            cp_async16_tile(sa + 4096 + tid * 16, b2);
+            cp_async16_tile(sa + 6144 + tid * 16, b2 + 2048);
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) cp_async16(sa + wdst[i], wsrc[i] + (size_t)G * 64, true);

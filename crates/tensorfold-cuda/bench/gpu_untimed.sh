@@ -1,8 +1,10 @@
 #!/bin/bash
-# gpu_dn_batch.sh FINAL BUDGET_S BIN: DeltaNet chains on the batched kernel (deltanet_batch.cu,
-# TENSORFOLD_CUDA_DN_BATCH=1) against the one-row ring (the default): every check, and the equality suites with the
-# batched kernel; then 27B MLX4 and 27B bf16 rounds and prefills, the two alternating in one run, and the event
-# profile of 16-row rounds with each. Written in a session that got no device time (no call number yet).
+# gpu_untimed.sh FINAL BUDGET_S BIN: what a session without device time built, timed. (1) DeltaNet chains on the
+# batched kernel (deltanet_batch.cu, TENSORFOLD_CUDA_DN_BATCH=1) against the one-row ring (the default): every check,
+# and the equality suites with the batched kernel; then 27B MLX4 and 27B bf16 rounds and prefills, the two
+# alternating in one run, and the event profile of 16-row rounds with each. (2) x's B tiles through L1 in the wgmma
+# round kernels (TENSORFOLD_CUDA_DEFINES=-DWG_BTILE_CA; precompile its cubin into the carried cache too, or the device
+# compiles it, about 40 s): backend-ops with it, and 16- and 32-row rounds each way. No call number yet.
 FINAL=${1:?out dir}; BUDGET=${2:-540}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
@@ -27,8 +29,22 @@ for v in 0 1; do
     --model /dev/shm/s27m4 --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
   grep -hE "dn_recur|round of 16" "$OUT/prof16-$v.log" | cut -c1-100 | sed "s/^/prof16-batch$v /"
 done
+ca() {  # ca NAME MODEL ROWS: rounds of ROWS with x's B tiles past L1 (default) and through it
+  local name=$1 model=$2 rows=$3
+  for v in cg ca; do
+    local d=""; [ $v = ca ] && d=-DWG_BTILE_CA
+    step "$name-$v" 30 env TENSORFOLD_CUDA_DEFINES="$d" "$BIN" bench --device cuda --model "$model" --quick \
+      --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows "$rows"
+    grep -hE "round of" "$OUT/$name-$v.log" | cut -c1-70 | sed "s/^/$name-$v /"
+  done
+}
+step check-ops-ca 60 env TENSORFOLD_CUDA_DEFINES=-DWG_BTILE_CA "$BIN" check --device cuda --ops --quick \
+  --model fixtures/tiny-mlx-4bit
+grep -hE "^backend-ops|cases,|^FAIL" "$OUT/check-ops-ca.log" | sed "s/^/check-ops-ca /"
+for r in 1 2; do ca m4-tiles-$r /dev/shm/s27m4 1,16,32; done
 rm -rf /dev/shm/s27m4
 step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out /dev/shm/s27b
 pair bf16 /dev/shm/s27b --quick --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384 --round-rows 1,16
+for r in 1 2; do ca bf16-tiles-$r /dev/shm/s27b 1,16,32; done
 rm -rf /dev/shm/s27b
 finish "$FINAL"
