@@ -21,9 +21,8 @@ pair() {  # pair NAME MODEL ARGS...: the ring (DN_BATCH=0), then the batched ker
   done
 }
 step synth-27b-mlx4 40 "$BIN" synth --shape 27b --format mlx4 --out /dev/shm/s27m4
-for r in 1 2; do
-  pair m4-$r /dev/shm/s27m4 --quick --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384 --round-rows 1,4,16,32
-done
+pair m4-1 /dev/shm/s27m4 --quick --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384 --round-rows 1,4,16,32
+pair m4-2 /dev/shm/s27m4 --quick --decode-tokens 16 --repeat 1 --prefill-lens 2048 --round-rows 1,4,16,32
 for v in 0 1; do
   step prof16-$v 40 env TENSORFOLD_CUDA_DN_BATCH=$v TENSORFOLD_CUDA_PROFILE=1 "$BIN" bench --device cuda \
     --model /dev/shm/s27m4 --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
@@ -45,6 +44,6 @@ for r in 1 2; do ca m4-tiles-$r /dev/shm/s27m4 1,16,32; done
 rm -rf /dev/shm/s27m4
 step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out /dev/shm/s27b
 pair bf16 /dev/shm/s27b --quick --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384 --round-rows 1,16
-for r in 1 2; do ca bf16-tiles-$r /dev/shm/s27b 1,16,32; done
+ca bf16-tiles /dev/shm/s27b 1,16,32
 rm -rf /dev/shm/s27b
 finish "$FINAL"
