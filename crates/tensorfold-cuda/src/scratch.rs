@@ -177,31 +177,6 @@ impl<T> Drop for Buf<T> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::class;
-
-    #[test]
-    fn size_classes_cover_the_request_and_waste_at_most_an_eighth() {
-        for bytes in [
-            1usize,
-            255,
-            256,
-            257,
-            4096,
-            5000,
-            1 << 20,
-            (1 << 20) + 1,
-            3 << 27,
-        ] {
-            let c = class(bytes);
-            assert!(c >= bytes && c >= 256, "{bytes} → {c}");
-            assert!(bytes < 256 || c - bytes <= bytes / 8 + 255, "{bytes} → {c}");
-            assert_eq!(class(c), c, "a class is its own class");
-        }
-    }
-}
-
 /// Keeps freed memory in the device's default pool instead of returning it to the OS at every synchronisation
 /// (the default threshold of 0 makes every round's allocations go back to the driver).
 pub(crate) fn keep_pool_memory(ctx: &CudaContext) -> Result<(), String> {
@@ -228,4 +203,29 @@ pub(crate) fn keep_pool_memory(ctx: &CudaContext) -> Result<(), String> {
 pub(crate) fn pool_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_POOL").map_or(true, |v| v != "0"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::class;
+
+    #[test]
+    fn size_classes_cover_the_request_and_waste_at_most_an_eighth() {
+        for bytes in [
+            1usize,
+            255,
+            256,
+            257,
+            4096,
+            5000,
+            1 << 20,
+            (1 << 20) + 1,
+            3 << 27,
+        ] {
+            let c = class(bytes);
+            assert!(c >= bytes && c >= 256, "{bytes} → {c}");
+            assert!(bytes < 256 || c - bytes <= bytes / 8 + 255, "{bytes} → {c}");
+            assert_eq!(class(c), c, "a class is its own class");
+        }
+    }
 }
