@@ -25,6 +25,10 @@ struct EmuThread {
     unsigned tid;
     bool done = false;
     unsigned warp_gen_seen = 0, block_gen_seen = 0;
+    // Copies issued and not yet made (emu_cp_async), and where each committed group ends in that list.
+    struct Copy { void* dst; const void* src; int n; bool valid; };
+    std::vector<Copy> copies;
+    std::vector<size_t> group_ends;
 };
 thread_local EmuThread* emu_cur = nullptr;
 dim3e emu_block_idx, emu_block_dim, emu_grid_dim;
@@ -85,8 +89,29 @@ void emu_warp_exchange(const unsigned* mine, int n, unsigned* all) {
     emu_syncwarp();
 }
 
+void emu_cp_async(void* dst, const void* src, int n, bool valid) { emu_cur->copies.push_back({dst, src, n, valid}); }
+void emu_cp_async_commit() { emu_cur->group_ends.push_back(emu_cur->copies.size()); }
+
+// Makes the copies of every committed group but the newest `newest_left`, in issue order.
+void emu_cp_async_wait(int newest_left) {
+    EmuThread* th = emu_cur;
+    const long groups = (long)th->group_ends.size() - newest_left;
+    if (groups <= 0) return;
+    const size_t made = th->group_ends[groups - 1];
+    for (size_t i = 0; i < made; ++i) {
+        const EmuThread::Copy& c = th->copies[i];
+        if (c.valid) memcpy(c.dst, c.src, c.n); else memset(c.dst, 0, c.n);
+    }
+    th->copies.erase(th->copies.begin(), th->copies.begin() + made);
+    th->group_ends.erase(th->group_ends.begin(), th->group_ends.begin() + groups);
+    for (size_t& e : th->group_ends) e -= made;
+}
+
 static void fiber_main() {
     cur_kernel(cur_args);
+    // A thread's copies complete even if it never waits for them (nothing may read them, but they land).
+    emu_cp_async_commit();
+    emu_cp_async_wait(0);
     emu_cur->done = true;
     _longjmp(sched_jb, 1);
 }
@@ -108,6 +133,8 @@ static void run_block(unsigned nthreads) {
         th->tid = t;
         th->done = false;
         th->started = false;
+        th->copies.clear();
+        th->group_ends.clear();
         if (th->stack.empty()) th->stack.resize(256 * 1024);
         getcontext(&th->ctx);
         th->ctx.uc_stack.ss_sp = th->stack.data();

@@ -43,6 +43,13 @@ float emu_shfl(float v, int src);
 // given its own: the operand exchange of one tensor-core instruction.
 #define EMU_EXCHANGE_WORDS 8
 void emu_warp_exchange(const unsigned* mine, int n, unsigned* all);
+// cp.async as late as the GPU may do it: each copy waits in its thread's queue, and is made (source read,
+// destination written; zeros when !valid) at the cp.async.wait_group that covers its group, or when the thread
+// ends. So a kernel that reads shared memory its copies fill before it waits for them, or before a barrier
+// after the issuing thread's wait, reads stale bytes here as it may on the GPU.
+void emu_cp_async(void* dst, const void* src, int n, bool valid);
+void emu_cp_async_commit();
+void emu_cp_async_wait(int newest_left);
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_syncwarp(); }
 inline void __syncthreads() { emu_syncthreads(); }
 inline float __shfl_xor_sync(unsigned, float v, int off) { return emu_shfl(v, (int)(emu_thread_idx().x & 31) ^ off); }

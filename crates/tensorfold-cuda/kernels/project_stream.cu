@@ -25,7 +25,7 @@ __device__ __forceinline__ SmemAddr smem_addr(unsigned char* p) {
 // 16 bytes global → shared, bypassing L1 (weights are read once); zero-filled when !valid (nothing is read).
 __device__ __forceinline__ void cp_async16(SmemAddr dst, const void* src, bool valid) {
 #ifdef TF_EMU
-    if (valid) memcpy(dst, src, 16); else memset(dst, 0, 16);
+    emu_cp_async(dst, src, 16, valid);
 #else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
                  : "memory");
@@ -35,14 +35,16 @@ __device__ __forceinline__ void cp_async16(SmemAddr dst, const void* src, bool v
 // 4 bytes global → shared (through L1: a block's warps read neighbouring scales); zero-filled when !valid.
 __device__ __forceinline__ void cp_async4(SmemAddr dst, const void* src, bool valid) {
 #ifdef TF_EMU
-    if (valid) memcpy(dst, src, 4); else memset(dst, 0, 4);
+    emu_cp_async(dst, src, 4, valid);
 #else
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
 #endif
 }
 
 __device__ __forceinline__ void cp_async_commit() {
-#ifndef TF_EMU
+#ifdef TF_EMU
+    emu_cp_async_commit();
+#else
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
@@ -50,7 +52,9 @@ __device__ __forceinline__ void cp_async_commit() {
 // Waits until at most N of this thread's committed copy groups are still in flight.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-#ifndef TF_EMU
+#ifdef TF_EMU
+    emu_cp_async_wait(N);
+#else
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
