@@ -3,16 +3,16 @@
 //
 // dn_recur_ring copies one entry a step into its ring and prepares entry e + 1 beside step e: a barrier, a copy and
 // a preparation on the path of every step, about 1.3 µs a row (a 2,048-row prompt chunk's launch took 2.66 ms on the
-// 27B shape, call 124). Here the block copies its entries' inputs into shared memory a batch of DN_BATCH at a time
+// 27B shape, call 124). Here the block copies its entries' inputs into shared memory a batch of DnBatch::N at a time
 // (cp.async, one batch ahead), normalises the batch's q and k and makes its gates all at once (a warp a vector, the
 // warps side by side), then steps the batch's entries with no barrier between them. The values and the functions
 // that make and step them are dn_recur_rows', so the bits are too.
 
+// Entries a batch (two batches of slots fit 48 KB of static shared memory).
 template <int VM>
 struct DnBatch {
-    static constexpr int N = VM == 16 ? 8 : 16;  // entries a batch (two batches of slots fit 48 KB)
+    static constexpr int N = VM == 16 ? 8 : 16;
 };
-#define DN_BATCH(VM) DnBatch<VM>::N
 
 // A slot's floats: q and k (32·KMAX each; normalised in place once landed), the block's value rows, b, a, the row,
 // restore and save (ints), then beta and decay.
@@ -25,7 +25,7 @@ struct DnBatchSlot {
 };
 
 // Copies entries e0 … e0 + n − 1 (rows[u·rs] = entry e0 + u's row: the list itself, or a copy of the rows in shared
-// memory; n ≤ DN_BATCH) into slots[0..n): thread t takes q
+// memory; n ≤ DnBatch::N) into slots[0..n): thread t takes q
 // (t < 32·KMAX) or k dim t % (32·KMAX) of every entry, and one more word of each: value row t (t < DN_WARPS·VM), b,
 // a, or a word of the list triple; zeros past Dk and Dv, as DnInputs loads them. Each thread's sources are fixed
 // up front, so a copy is an address and a cp.async.
@@ -51,7 +51,7 @@ __device__ __forceinline__ void dn_issue_batch(float* slots, int e0, int n, cons
     const size_t stride = value ? (size_t)C : by_entry ? 3 : (size_t)Hv;
     const int at = value ? Sl::V + t : w == 0 ? Sl::B : w == 1 ? Sl::A : Sl::I + (w - 2);
 #pragma unroll
-    for (int u = 0; u < DN_BATCH(VM); ++u) {
+    for (int u = 0; u < DnBatch<VM>::N; ++u) {
         if (u >= n) break;
         const SmemAddr s = dst + 4 * u * Sl::FLOATS;
         const int row = rows[u * rs];
@@ -72,8 +72,8 @@ template <int VM>
 __device__ __forceinline__ void dn_prepare_batch(float* slots, int n, float q_scale, float neg_a, float dtb) {
     typedef DnBatchSlot<VM> Sl;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    constexpr int PER_WARP = 2 * DN_BATCH(VM) / DN_WARPS;
-    static_assert(PER_WARP * DN_WARPS == 2 * DN_BATCH(VM), "a batch's vectors split evenly over the warps");
+    constexpr int PER_WARP = 2 * DnBatch<VM>::N / DN_WARPS;
+    static_assert(PER_WARP * DN_WARPS == 2 * DnBatch<VM>::N, "a batch's vectors split evenly over the warps");
     float v[PER_WARP][KMAX];
     // Vector w + DN_WARPS·p: entry (w + DN_WARPS·p) / 2, its q when even, its k when odd; a batch of n entries has
     // 2n (the tests are the same for a whole warp; vectors past 2n are zeros, never used). The loads first, so that
@@ -113,7 +113,7 @@ __device__ __forceinline__ void dn_recur_batch(const float* __restrict__ x, cons
                                               const int* __restrict__ slot_off, int Hk, int Hv, int Dk, int Dv,
                                               int write_out) {
     typedef DnBatchSlot<VM> Sl;
-    constexpr int NB = DN_BATCH(VM);
+    constexpr int NB = DnBatch<VM>::N;
     __shared__ __align__(16) float ring[2][NB * Sl::FLOATS];
     const DnBlock<VM> b(Hk, Hv, Dk, Dv);
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
