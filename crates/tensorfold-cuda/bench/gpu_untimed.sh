@@ -4,7 +4,10 @@
 # and the equality suites with the batched kernel; then 27B MLX4 and 27B bf16 rounds and prefills, the two
 # alternating in one run, and the event profile of 16-row rounds with each. (2) x's B tiles through L1 in the wgmma
 # round kernels (TENSORFOLD_CUDA_DEFINES=-DWG_BTILE_CA; precompile its cubin into the carried cache too, or the device
-# compiles it, about 40 s): backend-ops with it, and 16- and 32-row rounds each way. No call number yet.
+# compiles it, about 40 s): backend-ops with it, and 16- and 32-row rounds each way. (3) 4-bit rounds of 9 to 16 rows
+# on blocks of two warpgroups sharing x's B tile (TENSORFOLD_CUDA_WGMMA_WG2=1; backend-ops checks them whatever the
+# environment says): the shared-launch checks unsplit, tiny-mlx-4bit's suite with every matrix on them, rounds of 9
+# and 16 rows each way and the event profile of a 16-row round. No call number yet.
 FINAL=${1:?out dir}; BUDGET=${2:-540}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
@@ -26,21 +29,31 @@ pair m4-2 /dev/shm/s27m4 --quick --decode-tokens 16 --repeat 1 --prefill-lens 20
 for v in 0 1; do
   step prof16-$v 40 env TENSORFOLD_CUDA_DN_BATCH=$v TENSORFOLD_CUDA_PROFILE=1 "$BIN" bench --device cuda \
     --model /dev/shm/s27m4 --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
-  grep -hE "dn_recur|round of 16" "$OUT/prof16-$v.log" | cut -c1-100 | sed "s/^/prof16-batch$v /"
+  grep -hE "dn_recur|wgmma|round of 16" "$OUT/prof16-$v.log" | cut -c1-110 | sed "s/^/prof16-batch$v /"
 done
-ca() {  # ca NAME MODEL ROWS: rounds of ROWS with x's B tiles past L1 (default) and through it
-  local name=$1 model=$2 rows=$3
-  for v in cg ca; do
-    local d=""; [ $v = ca ] && d=-DWG_BTILE_CA
-    step "$name-$v" 30 env TENSORFOLD_CUDA_DEFINES="$d" "$BIN" bench --device cuda --model "$model" --quick \
-      --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows "$rows"
+ca() {  # ca NAME MODEL ROWS [VARIANTS]: rounds of ROWS with x's B tiles past L1 (cg, the default), through it (ca),
+  # and on blocks of two warpgroups (wg2)
+  local name=$1 model=$2 rows=$3 variants=${4:-cg ca}
+  for v in $variants; do
+    local d="" w=0; [ $v = ca ] && d=-DWG_BTILE_CA; [ $v = wg2 ] && w=1
+    step "$name-$v" 30 env TENSORFOLD_CUDA_DEFINES="$d" TENSORFOLD_CUDA_WGMMA_WG2=$w "$BIN" bench --device cuda \
+      --model "$model" --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows "$rows"
     grep -hE "round of" "$OUT/$name-$v.log" | cut -c1-70 | sed "s/^/$name-$v /"
   done
 }
 step check-ops-ca 60 env TENSORFOLD_CUDA_DEFINES=-DWG_BTILE_CA "$BIN" check --device cuda --ops --quick \
   --model fixtures/tiny-mlx-4bit
 grep -hE "^backend-ops|cases,|^FAIL" "$OUT/check-ops-ca.log" | sed "s/^/check-ops-ca /"
-for r in 1 2; do ca m4-tiles-$r /dev/shm/s27m4 1,16,32; done
+step check-wg2-split0 30 env TENSORFOLD_CUDA_WGMMA_SPLIT=0 TENSORFOLD_CUDA_OPS=pairs "$BIN" check --device cuda \
+  --ops-only
+step full-wg2-tiny-mlx-4bit 40 env TENSORFOLD_CUDA_WGMMA_WG2=1 TENSORFOLD_CUDA_WGMMA_M1=0 \
+  TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS=0 "$BIN" check --device cuda --model fixtures/tiny-mlx-4bit
+grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF" "$OUT/check-wg2-split0.log" "$OUT/full-wg2-tiny-mlx-4bit.log" |
+  sed "s/^/wg2 /"
+for r in 1 2; do ca m4-tiles-$r /dev/shm/s27m4 1,9,16,32 "cg ca wg2"; done
+step prof16-wg2 40 env TENSORFOLD_CUDA_WGMMA_WG2=1 TENSORFOLD_CUDA_PROFILE=1 "$BIN" bench --device cuda \
+  --model /dev/shm/s27m4 --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
+grep -hE "wgmma|round of 16" "$OUT/prof16-wg2.log" | cut -c1-110 | sed "s/^/prof16-wg2 /"
 rm -rf /dev/shm/s27m4
 step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out /dev/shm/s27b
 pair bf16 /dev/shm/s27b --quick --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384 --round-rows 1,16

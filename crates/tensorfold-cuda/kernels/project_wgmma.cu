@@ -129,20 +129,28 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
 // column cores 1,024 bytes on from the first's last, as wg_b_at counts), its 4·MT tiles' codes (512 bytes each, as
 // stored), their scales and biases (16 a tile each, as stored), and the rows' x sums of its two 32-column chunks.
 #define WG_STAGES 4
+// The `_wg2` kernels' stages (15 KB each, in dynamic shared memory: project_wgmma.rs WG2_STAGES mirrors it).
+#ifndef WG2_STAGES
+#define WG2_STAGES 4
+#endif
 // The 64-column build's stages: 3 of 11 KB, so 5 blocks fit an SM (WG_N64_BLOCKS). Call 123, 27B MLX4 rounds of
 // 32 rows: 20.0-20.2 ms with 3 stages and 5 blocks against 20.6 with 4 and 4 (both split below 4,097 blocks).
 #ifndef WG_N64_STAGES
 #define WG_N64_STAGES 3
 #endif
-template <int NT, int MT>
+// With WG warpgroups a block (the `_wg2` kernels), the B tile, and so its bytes from L2, serve WG times the outputs;
+// each warpgroup has its own codes and parameters, one after the other.
+template <int NT, int MT, int WG = 1>
 struct WgStage {
     static constexpr int ROWS = NT == 8 ? 32 : 16;        // rows the stage has room for (x sums, copies)
     // m64 blocks the stage has room for: 16-row stages keep room for two whatever MT, and a whole 1,024 bytes for
     // the sums (their layout since call 101); the 32-row one has just what it needs, so four stages fit 48 KB.
     static constexpr int ROOM = NT == 8 ? MT : 2;
     static constexpr int CODES = ROWS / 16 * WG_TILE;        // offset of the codes
-    static constexpr int PARAMS = CODES + 4 * ROOM * 512;    // scales then biases of tile 0, then tile 1, … (16 raw each)
-    static constexpr int XSUMS = PARAMS + 4 * ROOM * 2 * 64;  // ROWS rows × 2 floats
+    static constexpr int WG_CODES = 4 * ROOM * 512;          // a warpgroup's codes
+    static constexpr int PARAMS = CODES + WG * WG_CODES;      // scales then biases of tile 0, then tile 1, … (16 raw each)
+    static constexpr int WG_PARAMS = 4 * ROOM * 2 * 64;       // a warpgroup's scales and biases
+    static constexpr int XSUMS = PARAMS + WG * WG_PARAMS;     // ROWS rows × 2 floats
     // A multiple of 1,024, so every stage's B tile stays aligned.
     static constexpr int BYTES = NT == 8 ? (XSUMS + ROWS * 8 + 1023) / 1024 * 1024 : XSUMS + 1024;
     static constexpr int PER_THREAD = 2 * MT * (NT < 4 ? 4 : NT);  // a split block's partial sums a thread
@@ -161,16 +169,28 @@ struct WgSources {
     const float* xsum;                         // x's sum of chunk 2G + tid % 2 of row tid / 2 (+ 2G), or null
 };
 
-template <typename S, int NT, int MT>
+// A thread's warpgroup and its place in it (tid < 128 · WG).
+template <int WG>
+__device__ __forceinline__ int wg_of(int tid) {
+    return WG == 1 ? 0 : tid >> 7;
+}
+template <int WG>
+__device__ __forceinline__ int wg_tid(int tid) {
+    return WG == 1 ? tid : tid & 127;
+}
+
+// tile0: the block's first tile; warpgroup w's tiles start 4·MT·w after it.
+template <typename S, int NT, int MT, int WG = 1>
 __device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, const unsigned char* __restrict__ btiles,
                                                    const float* __restrict__ xs, const u32* __restrict__ codes,
                                                    const typename S::raw* __restrict__ scales,
                                                    const typename S::raw* __restrict__ biases, int rows, int cols,
                                                    int groups) {
     using W = WgSources<S, MT>;
-    const int tid = threadIdx.x;
+    const int tid = wg_tid<WG>(threadIdx.x);
+    tile0 += 4 * MT * wg_of<WG>(threadIdx.x);
     W src;
-    src.tile = btiles + tid * 16;
+    src.tile = btiles + (int)threadIdx.x * 16;
     src.tile2 = NT == 8 ? src.tile + (size_t)groups * WG_TILE : nullptr;  // row block 1 (tiles are row block major)
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
@@ -187,8 +207,9 @@ __device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, con
                                  a4_tile_param(pt * 16, 0, groups) * sizeof(typename S::raw) + word * 4
                            : nullptr;
     }
-    src.xsum = tid < 2 * WgStage<NT, MT>::ROWS ? xs + (size_t)min(tid >> 1, rows - 1) * (cols / 32) + (tid & 1)
-                                                : nullptr;
+    src.xsum = tid < 2 * WgStage<NT, MT>::ROWS && wg_of<WG>(threadIdx.x) == 0
+                   ? xs + (size_t)min(tid >> 1, rows - 1) * (cols / 32) + (tid & 1)
+                   : nullptr;
     return src;
 }
 
@@ -207,28 +228,33 @@ __device__ __forceinline__ void cp_async16_tile(SmemAddr dst, const void* src) {
 
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
 // past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
-template <typename S, int NT, int MT>
+template <typename S, int NT, int MT, int WG = 1>
 __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S, MT>& src) {
     using W = WgSources<S, MT>;
-    const int tid = threadIdx.x;
+    typedef WgStage<NT, MT, WG> St;
+    const int tid = wg_tid<WG>(threadIdx.x), wg = wg_of<WG>(threadIdx.x);
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
-    cp_async16_tile(sa + tid * 16, bt);
-    if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
-    if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
-        const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
-        cp_async16_tile(sa + 4096 + tid * 16, bt2);
-        cp_async16_tile(sa + 6144 + tid * 16, bt2 + 2048);
+    if constexpr (WG == 2) {
+        static_assert(NT == 4, "two warpgroups a block are built for 16-row tiles");
+        cp_async16_tile(sa + (int)threadIdx.x * 16, bt);  // 256 threads, the tile's 256 pieces
+    } else {
+        cp_async16_tile(sa + tid * 16, bt);
+        if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
+        if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
+            const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
+            cp_async16_tile(sa + 4096 + tid * 16, bt2);
+            cp_async16_tile(sa + 6144 + tid * 16, bt2 + 2048);
+        }
     }
-    typedef WgStage<NT, MT> St;
+    const SmemAddr codes = sa + St::CODES + wg * St::WG_CODES, params = sa + St::PARAMS + wg * St::WG_PARAMS;
 #pragma unroll
-    for (int m = 0; m < MT; ++m) cp_async16(sa + St::CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
+    for (int m = 0; m < MT; ++m) cp_async16(codes + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
     // Runs of scales and biases side by side: run k (tile k / 2, biases if odd) at St::PARAMS + k·16 raw values.
 #pragma unroll
     for (int i = 0; i < W::PARAM_COPIES; ++i)
         if (src.param[i])
-            cp_async4(sa + St::PARAMS + (tid + 128 * i) * 4, src.param[i] + (size_t)G * 16 * sizeof(typename S::raw),
-                      true);
+            cp_async4(params + (tid + 128 * i) * 4, src.param[i] + (size_t)G * 16 * sizeof(typename S::raw), true);
     if (src.xsum) cp_async4(sa + St::XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
 }
 
@@ -258,11 +284,14 @@ __device__ __forceinline__ void wg_ring_turn(int j, int jobs, int& Gi, int& ri, 
 // A block's end (project_wgmma_a4, project_wgmma_bf16): `tot` holds the sums of every residue (gridDim.y == 1) or
 // `acc` this block's residue r0's (split), PER_THREAD floats a thread of partial sums; the residues' sums are added
 // in order and the block's outputs written.
-template <int NT, int MT, int PER_THREAD>
+// With WG warpgroups a block, warpgroup w's tiles start 4·MT·w after tile0.
+template <int NT, int MT, int PER_THREAD, int WG = 1>
 __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (&acc)[MT][NT][2], bool split, int r0,
                                           int groups, int nw, float* __restrict__ partial, u32* __restrict__ tickets,
                                           int& last, float* __restrict__ y, int rows, int out, int tile0, int tiles) {
-    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
+    constexpr int THREADS = 128 * WG;
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = wg_tid<WG>(tid) >> 5;
+    tile0 += 4 * MT * wg_of<WG>(tid);
     if (!split) {
         // Residues with no groups (nw > groups) add zeros, as the decode kernels' idle warps do.
         for (int rr = max(groups, 1); rr < nw; ++rr)
@@ -274,13 +303,13 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
                     for (int i = 0; i < 2; ++i) tot[m][nt][i] = tot[m][nt][i] + 0.0f;
     } else {
         // This block's sums: PER_THREAD floats a thread, as float2s (m, nt).
-        constexpr int PER_BLOCK = 128 * PER_THREAD, NTS = PER_THREAD / (2 * MT);
+        constexpr int PER_BLOCK = THREADS * PER_THREAD, NTS = PER_THREAD / (2 * MT);
         float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-                __stcg(mine + (NTS * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
+                __stcg(mine + (NTS * m + nt) * THREADS, make_float2(acc[m][nt][0], acc[m][nt][1]));
         __threadfence();  // the sums are visible device-wide before the ticket says so
         __syncthreads();
         if (tid == 0) {
@@ -297,7 +326,7 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
             for (int m = 0; m < MT; ++m)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
-                    const float2 p = __ldcg(theirs + (NTS * m + nt) * 128);
+                    const float2 p = __ldcg(theirs + (NTS * m + nt) * THREADS);
                     tot[m][nt][0] = rr == 0 ? p.x : tot[m][nt][0] + p.x;
                     tot[m][nt][1] = rr == 0 ? p.y : tot[m][nt][1] + p.y;
                 }
@@ -318,21 +347,22 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
 }
 
 // A warpgroup's 64·MT outputs (4·MT tiles, warp w owning tiles w, 4 + w, …) × up to 4·NT rows: those of part `part`
-// (rows 32·part on; 0 but for the 64-column build).
+// (rows 32·part on; 0 but for the 64-column build). With WG = 2 a block is two warpgroups side by side over 128·MT
+// outputs, which share each group's B tile (its stages in dynamic shared memory, WG2_STAGES of them).
 // gridDim.y == 1: the block walks every residue's groups in the decode kernels' order and writes y.
 // (The tickets and partial sums below are indexed by blockIdx.x, which tells a row part's blocks apart too.)
 // gridDim.y == nw: block (x, r) walks residue r, leaves its sums in `partial`, and the last of the nw blocks to
 // finish (a ticket each) adds them in residue order and writes y, then resets its ticket for the next launch.
 // Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
 // added in order.
-template <typename S, int NT, int MT>
+template <typename S, int NT, int MT, int WG = 1>
 __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const float* __restrict__ xs, const u32* __restrict__ codes,
                                                  const typename S::raw* __restrict__ scales,
                                                  const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                                  int rows, int out, int cols, int nw, const u32* __restrict__ b_tiles,
                                                  float* __restrict__ partial, u32* __restrict__ tickets, int part) {
-    typedef WgStage<NT, MT> St;
+    typedef WgStage<NT, MT, WG> St;
     if (part > 0) {
         const int first = 32 * part;
         xs += (size_t)first * (cols / 32);
@@ -340,11 +370,16 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         b_tiles += (size_t)(first / 16) * (cols / 64) * (WG_TILE / 4);  // x's tiles are row block major
         rows -= first;
     }
-    constexpr int STAGES = NT == 8 ? WG_N64_STAGES : WG_STAGES;
-    __shared__ __align__(1024) unsigned char ring[STAGES * St::BYTES];
+    constexpr int STAGES = WG == 2 ? WG2_STAGES : NT == 8 ? WG_N64_STAGES : WG_STAGES;
+    // One warpgroup: the stages in static shared memory. Two: in dynamic shared memory (STAGES · St::BYTES, more
+    // than a static 48 KB; project_wgmma.rs a4_wg2_smem), the static ring a token 16 bytes.
+    __shared__ __align__(1024) unsigned char ring1[WG == 1 ? STAGES * St::BYTES : 16];
     __shared__ int last;
-    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
-    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * MT;
+    DYNAMIC_SMEM(ring2);
+    unsigned char* const ring = WG == 1 ? ring1 : ring2;
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = wg_tid<WG>(tid) >> 5;
+    const int wg = wg_of<WG>(tid);
+    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * MT * WG;
     const int groups = cols / 64;
     const bool split = gridDim.y > 1;
     // The walk: residue r0 alone (split) or every residue, as (G, r) cursors for the copies and the math.
@@ -358,12 +393,13 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const SmemAddr ring_at = smem_addr(ring);
     const unsigned char* btiles = reinterpret_cast<const unsigned char*>(b_tiles);
     (void)xh, (void)xl;  // x comes as b_tiles (prepare_store wrote them beside xh and xl)
-    const WgSources<S, MT> src = wg_sources<S, NT, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
+    const WgSources<S, MT> src =
+        wg_sources<S, NT, MT, WG>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
     int Gi = r0, ri = r0;  // the copies' cursor
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
-            wg_issue<S, NT, MT>(ring + s * St::BYTES, Gi, src);
+            wg_issue<S, NT, MT, WG>(ring + s * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
@@ -376,13 +412,13 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     int G = r0, r = r0;  // the math's cursor
     for (int j = 0; j < jobs; ++j) {
         wg_ring_turn<STAGES>(j, jobs, Gi, ri, nw, groups,
-                             [&](int stage, int Gn) { wg_issue<S, NT, MT>(ring + stage * St::BYTES, Gn, src); });
+                             [&](int stage, int Gn) { wg_issue<S, NT, MT, WG>(ring + stage * St::BYTES, Gn, src); });
         unsigned char* st = ring + (j % STAGES) * St::BYTES;
         // Step q = 2j + h of m64 block m: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]).
         u32 a[MT][4][4];
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            const unsigned char* cw = st + St::CODES + (4 * m + warp) * 512;
+            const unsigned char* cw = st + St::CODES + wg * St::WG_CODES + (4 * m + warp) * 512;
             const uint2 cg = *reinterpret_cast<const uint2*>(cw + g * 32 + t * 8);
             const uint2 cg8 = *reinterpret_cast<const uint2*>(cw + (g + 8) * 32 + t * 8);
 #pragma unroll
@@ -419,7 +455,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         }
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            const typename S::raw* pr = reinterpret_cast<const typename S::raw*>(st + St::PARAMS) + (4 * m + warp) * 32;
+            const typename S::raw* pr =
+                reinterpret_cast<const typename S::raw*>(st + St::PARAMS + wg * St::WG_PARAMS) + (4 * m + warp) * 32;
             const float s0 = S::get(pr[g]), s8 = S::get(pr[g + 8]);
             const float sb[4] = {s0, centred_bias(s0, S::get(pr[16 + g])), s8,
                                  centred_bias(s8, S::get(pr[24 + g]))};
@@ -446,8 +483,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         }
     }
     cp_async_wait<0>();
-    wg_finish<NT, MT, St::PER_THREAD>(tot, acc, split, r0, groups, nw, partial, tickets, last, y, rows, out, tile0,
-                                      tiles);
+    wg_finish<NT, MT, St::PER_THREAD, WG>(tot, acc, split, r0, groups, nw, partial, tickets, last, y, rows, out,
+                                          tile0, tiles);
 }
 
 // Each kernel projects x by up to four matrices of 4-bit g64 weights sharing it (qkv, z, b and a; q, k and v; gate
@@ -461,8 +498,11 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #define WG_N64_BLOCKS 5
 #endif
 #define WG_MIN_BLOCKS(NT, MT) (NT == 8 ? WG_N64_BLOCKS : MT == 1 ? 5 : 4)
-#define WGMMA_A4(NAME, S, NT, MT, SUF)                                                                            \
-    extern "C" __global__ void __launch_bounds__(128, WG_MIN_BLOCKS(NT, MT)) project_wgmma_a4_g2_##NAME##SUF(     \
+#define WGMMA_A4(NAME, S, NT, MT, SUF) WGMMA_A4_WG(NAME, S, NT, MT, SUF, 1, WG_MIN_BLOCKS(NT, MT))
+// The `_wg2` kernels (16-row tiles, two m64 blocks a warpgroup, two warpgroups a block): 256 outputs a block, held
+// to 2 blocks an SM (the registers of the kernels of one warpgroup held to 4).
+#define WGMMA_A4_WG(NAME, S, NT, MT, SUF, WG, BLOCKS)                                                             \
+    extern "C" __global__ void __launch_bounds__(128 * WG, BLOCKS) project_wgmma_a4_g2_##NAME##SUF(              \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
         u32* tickets) {                                                                                           \
@@ -470,7 +510,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
-        project_wgmma_a4<S, NT, MT>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                      \
+        project_wgmma_a4<S, NT, MT, WG>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                  \
                                     job_pick(j, codes0, codes1, codes2, codes3),                                  \
                                     job_pick(j, scales0, scales1, scales2, scales3),                              \
                                     job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), \
@@ -484,3 +524,6 @@ WGMMA_A4_ALL(2, 2, _n16)
 WGMMA_A4_ALL(4, 1, _m1)
 WGMMA_A4_ALL(2, 1, _n16_m1)
 WGMMA_A4_ALL(8, 1, _n64)
+WGMMA_A4_WG(f32, F32T, 4, 2, _wg2, 2, 2)
+WGMMA_A4_WG(f16, F16T, 4, 2, _wg2, 2, 2)
+WGMMA_A4_WG(bf16, BF16T, 4, 2, _wg2, 2, 2)

@@ -2,8 +2,16 @@
 //! shared memory.
 
 /// Name prefixes of the kernels that take dynamic shared memory past the default 48 KB.
-pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] =
-    &["attn_block_", "project_wgmma_gemm_", "project_wgmma_bf16"];
+const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_", "project_wgmma_gemm_", "project_wgmma_bf16"];
+
+/// Name suffixes of the other kernels that do (project_wgmma.cu's blocks of two warpgroups).
+const DYNAMIC_SMEM_SUFFIXES: &[&str] = &["_wg2"];
+
+/// Whether kernel `name` takes dynamic shared memory past the default 48 KB, so must ask for it at load.
+pub(super) fn takes_dynamic_smem(name: &str) -> bool {
+    DYNAMIC_SMEM_KERNELS.iter().any(|p| name.starts_with(p))
+        || DYNAMIC_SMEM_SUFFIXES.iter().any(|s| name.ends_with(s))
+}
 
 /// Every kernel the module must export.
 pub fn kernel_names() -> Vec<String> {
@@ -65,7 +73,7 @@ pub fn kernel_names() -> Vec<String> {
         for g in [1, 2] {
             v.push(format!("project_gemm_a4_g{g}_{dt}"));
         }
-        for suffix in ["", "_n16", "_m1", "_n16_m1", "_n64"] {
+        for suffix in ["", "_n16", "_m1", "_n16_m1", "_n64", "_wg2"] {
             v.push(format!("project_wgmma_a4_g2_{dt}{suffix}"));
         }
     }
@@ -88,4 +96,25 @@ pub fn kernel_names() -> Vec<String> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{kernel_names, takes_dynamic_smem};
+
+    #[test]
+    fn the_wgmma_kernels_of_two_warpgroups_are_built_and_ask_for_dynamic_shared_memory_and_the_others_do_not(
+    ) {
+        let module = kernel_names();
+        for dt in ["f32", "f16", "bf16"] {
+            let two = format!("project_wgmma_a4_g2_{dt}_wg2");
+            assert!(module.contains(&two) && takes_dynamic_smem(&two), "{two}");
+            let one = format!("project_wgmma_a4_g2_{dt}");
+            assert!(module.contains(&one) && !takes_dynamic_smem(&one), "{one}");
+        }
+        assert!(
+            takes_dynamic_smem("project_wgmma_bf16_n64")
+                && takes_dynamic_smem("attn_block_d256_q3")
+        );
+    }
 }

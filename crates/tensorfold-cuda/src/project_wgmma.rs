@@ -6,6 +6,7 @@
 use super::{job_args, mma_warps, prepared, MAX_JOBS};
 use crate::device::{env_usize, Arg, Dev};
 use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Whether the wgmma kernels may run where the device has them (Dev::wgmma, Hopper): on unless
@@ -25,8 +26,45 @@ const BLOCK_OUTPUTS: usize = 128;
 /// blocks of 128 outputs, for same-run comparisons; the bits are the same.
 fn m1_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0"))
+    match M1.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0"))
+        }
+    }
 }
+
+/// The self-test's hold on m1_enabled: 0 follows the environment, 1 on, 2 off (its matrices are too small to
+/// fill a wave, so would always take the `_m1` kernels).
+pub(crate) static M1: AtomicU8 = AtomicU8::new(0);
+
+/// Whether rounds of 9 to 16 rows whose launches take blocks of BLOCK_OUTPUTS take the `_wg2` kernels instead:
+/// blocks of two warpgroups over twice the outputs, which share each group's B tile of x. A 16-row 4-bit block copies
+/// as many bytes of x's tile as of codes per group, so its launches move about as many bytes of x from L2 as of
+/// weights (the 16-row gate/up launch: 89 MB of tiles beside 100 MB of codes and scales); two warpgroups a tile
+/// move half as many. Off unless `TENSORFOLD_CUDA_WGMMA_WG2=1` until the H200 times it; the bits are the same
+/// either way (each output's groups and fold are the one-warpgroup kernel's).
+fn wg2_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    match WG2.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_WG2").is_ok_and(|v| v == "1")),
+    }
+}
+
+/// The self-test's hold on wg2_enabled: 0 follows the environment, 1 turns the `_wg2` kernels on, 2 off.
+pub(crate) static WG2: AtomicU8 = AtomicU8::new(0);
+
+/// Launches of the `_wg2` kernels so far (the self-test checks that its rounds reach them).
+pub(crate) static WG2_LAUNCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// The `_wg2` kernels' stages (project_wgmma.cu WG2_STAGES) and their bytes: the group's 16-row B tile (4,096),
+/// then each warpgroup's codes (4,096) and scales and biases (1,024), then the rows' x sums (1,024); in dynamic
+/// shared memory.
+const WG2_STAGES: usize = 4;
+const WG2_STAGE_BYTES: usize = 4096 + 2 * (4096 + 1024) + 1024;
 
 /// Matrices with fewer outputs keep the decode kernels, unless they share a launch with a larger one
 /// (project_many); the bits are the same. `TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS` overrides it (0 puts the self-test's
@@ -219,10 +257,15 @@ pub(super) fn project_wgmma(
     } else {
         BLOCK_OUTPUTS
     };
-    let name = if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
-        format!("{name}_m1")
+    // Rounds of 9 to 16 rows (the 32-column build) whose blocks would have BLOCK_OUTPUTS may take blocks of two
+    // warpgroups (wg2_enabled).
+    let wg2 = block_outputs == BLOCK_OUTPUTS && !bf16 && (9..=16).contains(&rows) && wg2_enabled();
+    let (name, block_outputs) = if wg2 {
+        (format!("{name}_wg2"), 2 * BLOCK_OUTPUTS)
+    } else if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
+        (format!("{name}_m1"), block_outputs)
     } else {
-        name.to_string()
+        (name.to_string(), block_outputs)
     };
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
@@ -251,7 +294,8 @@ pub(super) fn project_wgmma(
         tiles,
     ]);
     let grid_x = out_blocks * parts as u32;
-    let split = (grid_x as usize) < split_below(n64);
+    // A `_wg2` block stands for two of BLOCK_OUTPUTS in the count against a wave.
+    let split = (grid_x as usize) * if wg2 { 2 } else { 1 } < split_below(n64);
     // The split launch's partial sums (a block's outputs × its rows' room: WgStage::PER_THREAD); unused by a launch
     // of one block per output block, but an argument all the same.
     let room = if n64 { 32 } else { 16 };
@@ -266,8 +310,15 @@ pub(super) fn project_wgmma(
         format!("{name} {}", shapes.join("+"))
     });
     let grid = (grid_x, if split { nw as u32 } else { 1 }, 1);
-    let smem = if bf16 { bf16_smem(n64) } else { 0 };
-    dev.launch_smem(&name, label.as_deref(), grid, 128, smem, &args);
+    let (threads, smem) = if wg2 {
+        WG2_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        (256, (WG2_STAGES * WG2_STAGE_BYTES) as u32)
+    } else if bf16 {
+        (128, bf16_smem(n64))
+    } else {
+        (128, 0)
+    };
+    dev.launch_smem(&name, label.as_deref(), grid, threads, smem, &args);
     ys
 }
 

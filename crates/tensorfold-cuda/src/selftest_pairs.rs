@@ -1,5 +1,6 @@
 //! The shared-launch checks of the backend-ops test: matrices sharing an input (project_many) give each output the
-//! bits of its own projection, in the launches expected.
+//! bits of its own projection, in the launches expected; and rounds on blocks of two warpgroups give each row its
+//! bits alone.
 
 use super::{act, affine, dense, Report, Rng};
 use crate::CudaBackend;
@@ -108,4 +109,67 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
             );
         }
     }
+}
+
+/// Rounds of 9 to 16 rows on the wgmma kernels' blocks of two warpgroups (project_wgmma.cu `_wg2`), whatever the
+/// environment says: each row's outputs bit for bit those of the row alone (the decode kernels), for one matrix of
+/// each scale type (35 groups over 8 warps: residues of 5 and 4 groups) and four sharing a launch; on a device with
+/// the wgmma kernels, the rounds must have reached them. (These launches fill less than a wave, so the blocks of
+/// half as many outputs that such launches take are held off.)
+pub(super) fn check_two_warpgroups(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
+    use crate::project::{M1, WG2, WG2_LAUNCHES};
+    use std::sync::atomic::Ordering;
+    let mut cases: Vec<(String, Vec<StoredMatrix>)> =
+        [DenseDType::BF16, DenseDType::F16, DenseDType::F32]
+            .into_iter()
+            .map(|sd| {
+                let name = format!("MLX 4-bit g64 {} 1040x{}", sd.name(), 35 * 64);
+                (name, vec![affine(rng, 4, 64, sd, 1040, 35 * 64)])
+            })
+            .collect();
+    let shared = [1040usize, 640, 48, 48].map(|o| affine(rng, 4, 64, DenseDType::BF16, o, 2048));
+    cases.push((
+        "MLX 4-bit g64 bf16 1040+640+48+48 x2048".into(),
+        shared.to_vec(),
+    ));
+    let held = (
+        WG2.swap(1, Ordering::Relaxed),
+        M1.swap(2, Ordering::Relaxed),
+    );
+    for (name, ms) in cases {
+        let cols = ms[0].cols();
+        let ws: Vec<_> = ms.iter().map(|m| gpu.matrix(m).expect("upload")).collect();
+        let refs: Vec<_> = ws.iter().collect();
+        for rows in [9usize, 12, 16] {
+            let x = rng.vec(rows * cols, 1.0);
+            let xa = act(gpu, rows, cols, &x);
+            let before = WG2_LAUNCHES.load(Ordering::Relaxed);
+            let ys = gpu.project_many(&xa, &refs);
+            let reached = WG2_LAUNCHES.load(Ordering::Relaxed) - before;
+            let got: Vec<f32> = ys.iter().flat_map(|y| gpu.to_host(y)).collect();
+            let mut want = vec![Vec::new(); ws.len()];
+            for r in 0..rows {
+                let alone = act(gpu, 1, cols, &x[r * cols..(r + 1) * cols]);
+                for (j, w) in ws.iter().enumerate() {
+                    want[j].extend(gpu.to_host(&gpu.project(&alone, w)));
+                }
+            }
+            let want: Vec<f32> = want.concat();
+            rep.same(
+                &format!("project {name}, {rows} rows on two warpgroups a block == each row alone"),
+                &got,
+                &want,
+            );
+            let expected = ws
+                .iter()
+                .any(|w| crate::project::takes_wgmma(&gpu.dev, w, rows));
+            rep.same_ids(
+                &format!("project {name}, {rows} rows: launches of two warpgroups a block"),
+                &[reached as u32],
+                &[u32::from(expected)],
+            );
+        }
+    }
+    WG2.store(held.0, Ordering::Relaxed);
+    M1.store(held.1, Ordering::Relaxed);
 }
