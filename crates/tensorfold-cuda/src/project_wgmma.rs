@@ -39,12 +39,13 @@ fn m1_enabled() -> bool {
 /// fill a wave, so would always take the `_m1` kernels).
 pub(crate) static M1: AtomicU8 = AtomicU8::new(0);
 
-/// Whether rounds of 9 to 16 rows whose launches take blocks of BLOCK_OUTPUTS take the `_wg2` kernels instead:
-/// blocks of two warpgroups over twice the outputs, which share each group's B tile of x. A 16-row 4-bit block copies
-/// as many bytes of x's tile as of codes per group, so its launches move about as many bytes of x from L2 as of
-/// weights (the 16-row gate/up launch: 89 MB of tiles beside 100 MB of codes and scales); two warpgroups a tile
-/// move half as many. Off unless `TENSORFOLD_CUDA_WGMMA_WG2=1` until the H200 times it; the bits are the same
-/// either way (each output's groups and fold are the one-warpgroup kernel's).
+/// Whether rounds of 9 to 16 rows take the `_wg2` kernels: blocks of two warpgroups over twice the outputs, which
+/// share each group's B tile of x (4-bit launches that would take blocks of BLOCK_OUTPUTS, and bf16 ones). A 16-row
+/// 4-bit block copies as many bytes of x's tile as of codes per group, so its launches move about as many bytes of
+/// x from L2 as of weights (the 16-row gate/up launch: 89 MB of tiles beside 100 MB of codes and scales), a bf16
+/// block half as many; two warpgroups a tile move half as many again. Off unless `TENSORFOLD_CUDA_WGMMA_WG2=1`
+/// until the H200 times it; the bits are the same either way (each output's groups and fold are the
+/// one-warpgroup kernel's).
 fn wg2_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     match WG2.load(Ordering::Relaxed) {
@@ -135,11 +136,13 @@ pub(crate) fn bf16_stages() -> usize {
     })
 }
 
-fn bf16_smem(n64: bool) -> u32 {
+/// The bf16 kernel's dynamic shared memory: of the 64-column build (`n64`), else of blocks of `warpgroups` (1 or 2)
+/// × 64 outputs.
+fn bf16_smem(n64: bool, warpgroups: usize) -> u32 {
     if n64 {
         (BF16_N64_STAGES * (2 * 4096 + 64 * 128)) as u32
     } else {
-        (bf16_stages() * (4096 + 64 * 128)) as u32
+        (bf16_stages() * (4096 + warpgroups * 64 * 128)) as u32
     }
 }
 
@@ -257,11 +260,11 @@ pub(super) fn project_wgmma(
     } else {
         BLOCK_OUTPUTS
     };
-    // Rounds of 9 to 16 rows (the 32-column build) whose blocks would have BLOCK_OUTPUTS may take blocks of two
-    // warpgroups (wg2_enabled).
-    let wg2 = block_outputs == BLOCK_OUTPUTS && !bf16 && (9..=16).contains(&rows) && wg2_enabled();
+    // Rounds of 9 to 16 rows (the 32-column build) of bf16 matrices, or of 4-bit ones whose blocks would have
+    // BLOCK_OUTPUTS, may take blocks of two warpgroups (wg2_enabled).
+    let wg2 = (bf16 || block_outputs == BLOCK_OUTPUTS) && (9..=16).contains(&rows) && wg2_enabled();
     let (name, block_outputs) = if wg2 {
-        (format!("{name}_wg2"), 2 * BLOCK_OUTPUTS)
+        (format!("{name}_wg2"), 2 * block_outputs)
     } else if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
         (format!("{name}_m1"), block_outputs)
     } else {
@@ -310,13 +313,14 @@ pub(super) fn project_wgmma(
         format!("{name} {}", shapes.join("+"))
     });
     let grid = (grid_x, if split { nw as u32 } else { 1 }, 1);
-    let (threads, smem) = if wg2 {
+    if wg2 {
         WG2_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-        (256, (WG2_STAGES * WG2_STAGE_BYTES) as u32)
-    } else if bf16 {
-        (128, bf16_smem(n64))
-    } else {
-        (128, 0)
+    }
+    let threads: u32 = if wg2 { 256 } else { 128 };
+    let smem = match (bf16, wg2) {
+        (true, _) => bf16_smem(n64, threads as usize / 128),
+        (false, true) => (WG2_STAGES * WG2_STAGE_BYTES) as u32,
+        (false, false) => 0,
     };
     dev.launch_smem(&name, label.as_deref(), grid, threads, smem, &args);
     ys

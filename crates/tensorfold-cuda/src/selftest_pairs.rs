@@ -111,11 +111,12 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     }
 }
 
-/// Rounds of 9 to 16 rows on the wgmma kernels' blocks of two warpgroups (project_wgmma.cu `_wg2`), whatever the
-/// environment says: each row's outputs bit for bit those of the row alone (the decode kernels), for one matrix of
-/// each scale type (35 groups over 8 warps: residues of 5 and 4 groups) and four sharing a launch; on a device with
-/// the wgmma kernels, the rounds must have reached them. (These launches fill less than a wave, so the blocks of
-/// half as many outputs that such launches take are held off.)
+/// Rounds of 9 to 16 rows on the wgmma kernels' blocks of two warpgroups (`_wg2` in project_wgmma.cu and
+/// project_wgmma_bf16.cu), whatever the environment says: each row's outputs bit for bit those of the row alone (the
+/// decode kernels), for a 4-bit matrix of each scale type (35 groups over 8 warps: residues of 5 and 4 groups), four
+/// sharing a launch, and bf16 ones; on a device with the wgmma kernels, the rounds it takes them for must have
+/// reached them. (These launches fill less than a wave, so the 4-bit blocks of half as many outputs that such
+/// launches take are held off.)
 pub(super) fn check_two_warpgroups(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     use crate::project::{M1, WG2, WG2_LAUNCHES};
     use std::sync::atomic::Ordering;
@@ -123,8 +124,10 @@ pub(super) fn check_two_warpgroups(rep: &mut Report, gpu: &CudaBackend, rng: &mu
         [DenseDType::BF16, DenseDType::F16, DenseDType::F32]
             .into_iter()
             .map(|sd| {
-                let name = format!("MLX 4-bit g64 {} 1040x{}", sd.name(), 35 * 64);
-                (name, vec![affine(rng, 4, 64, sd, 1040, 35 * 64)])
+                // bf16 scales: 2,080 outputs, nine blocks of 256, the last partial.
+                let outs = if sd == DenseDType::BF16 { 2080 } else { 1040 };
+                let name = format!("MLX 4-bit g64 {} {outs}x{}", sd.name(), 35 * 64);
+                (name, vec![affine(rng, 4, 64, sd, outs, 35 * 64)])
             })
             .collect();
     let shared = [1040usize, 640, 48, 48].map(|o| affine(rng, 4, 64, DenseDType::BF16, o, 2048));
@@ -132,6 +135,13 @@ pub(super) fn check_two_warpgroups(rep: &mut Report, gpu: &CudaBackend, rng: &mu
         "MLX 4-bit g64 bf16 1040+640+48+48 x2048".into(),
         shared.to_vec(),
     ));
+    // bf16 weights (their rounds take wgmma from 10 rows): 21 groups over 5 warps, and two sharing a launch.
+    let bf16 = |rng: &mut Rng, o: usize, cols: usize| {
+        dense(DenseDType::BF16, o, cols, &rng.vec(o * cols, 0.5))
+    };
+    cases.push(("bf16 1040x1344".into(), vec![bf16(rng, 1040, 1344)]));
+    let pair = vec![bf16(rng, 1040, 2048), bf16(rng, 1088, 2048)];
+    cases.push(("bf16 1040+1088 x2048".into(), pair));
     let held = (
         WG2.swap(1, Ordering::Relaxed),
         M1.swap(2, Ordering::Relaxed),
