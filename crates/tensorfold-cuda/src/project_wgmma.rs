@@ -40,10 +40,10 @@ fn m1_enabled() -> bool {
 pub(crate) static M1: AtomicU8 = AtomicU8::new(0);
 
 /// Whether rounds of 9 to 16 rows take the `_wg2` kernels: blocks of two warpgroups over twice the outputs, which
-/// share each group's B tile of x (4-bit launches that would take blocks of BLOCK_OUTPUTS, and bf16 ones). A 16-row
-/// 4-bit block copies as many bytes of x's tile as of codes per group, so its launches move about as many bytes of
-/// x from L2 as of weights (the 16-row gate/up launch: 89 MB of tiles beside 100 MB of codes and scales), a bf16
-/// block half as many; two warpgroups a tile move half as many again. Off unless `TENSORFOLD_CUDA_WGMMA_WG2=1`
+/// share each group's B tile of x. A 16-row 4-bit block of 128 outputs copies as many bytes of x's tile as of codes
+/// per group, so its launches move about as many bytes of x from L2 as of weights (the 16-row gate/up launch: 89 MB
+/// of tiles beside 100 MB of codes and scales), a block of 64 (`_m1`: the down and out projections) twice as many,
+/// a bf16 block of 64 half as many; two warpgroups a tile move half as many again. Off unless `TENSORFOLD_CUDA_WGMMA_WG2=1`
 /// until the H200 times it; the bits are the same either way (each output's groups and fold are the
 /// one-warpgroup kernel's).
 fn wg2_enabled() -> bool {
@@ -61,7 +61,7 @@ pub(crate) static WG2: AtomicU8 = AtomicU8::new(0);
 /// Launches of the `_wg2` kernels so far (the self-test checks that its rounds reach them).
 pub(crate) static WG2_LAUNCHES: AtomicUsize = AtomicUsize::new(0);
 
-/// The `_wg2` kernels' stages (project_wgmma.cu WG2_STAGES) and their bytes: the group's 16-row B tile (4,096),
+/// The 4-bit `_wg2` kernels' stages (project_wgmma.cu WG2_STAGES) and their bytes: the group's 16-row B tile (4,096),
 /// then each warpgroup's codes (4,096) and scales and biases (1,024), then the rows' x sums (1,024); in dynamic
 /// shared memory.
 const WG2_STAGES: usize = 4;
@@ -260,15 +260,20 @@ pub(super) fn project_wgmma(
     } else {
         BLOCK_OUTPUTS
     };
-    // Rounds of 9 to 16 rows (the 32-column build) of bf16 matrices, or of 4-bit ones whose blocks would have
-    // BLOCK_OUTPUTS, may take blocks of two warpgroups (wg2_enabled).
-    let wg2 = (bf16 || block_outputs == BLOCK_OUTPUTS) && (9..=16).contains(&rows) && wg2_enabled();
-    let (name, block_outputs) = if wg2 {
-        (format!("{name}_wg2"), 2 * block_outputs)
-    } else if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
-        (format!("{name}_m1"), block_outputs)
+    // Rounds of 9 to 16 rows (the 32-column build) may take blocks of two warpgroups over twice the outputs
+    // (wg2_enabled), 4-bit blocks of half as many outputs too (`_m1_wg2`).
+    let wg2 = (9..=16).contains(&rows) && wg2_enabled();
+    let m1 = block_outputs < BLOCK_OUTPUTS && !n64 && !bf16;
+    let name = match (m1, wg2) {
+        (true, true) => format!("{name}_m1_wg2"),
+        (true, false) => format!("{name}_m1"),
+        (false, true) => format!("{name}_wg2"),
+        (false, false) => name.to_string(),
+    };
+    let block_outputs = if wg2 {
+        2 * block_outputs
     } else {
-        (name.to_string(), block_outputs)
+        block_outputs
     };
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
