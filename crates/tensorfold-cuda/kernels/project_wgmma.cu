@@ -236,8 +236,9 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
     if constexpr (WG == 2) {
-        static_assert(NT == 4, "two warpgroups a block are built for 16-row tiles");
+        static_assert(NT >= 4, "two warpgroups a block are built for 16- and 32-row tiles");
         cp_async16_tile(sa + (int)threadIdx.x * 16, bt);  // 256 threads, the tile's 256 pieces
+        if (NT == 8) cp_async16_tile(sa + 4096 + (int)threadIdx.x * 16, src.tile2 + (size_t)G * WG_TILE);
     } else {
         cp_async16_tile(sa + tid * 16, bt);
         if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
@@ -531,3 +532,6 @@ WGMMA_A4_WG(bf16, BF16T, 4, 2, _wg2, 2, 2)
 WGMMA_A4_WG(f32, F32T, 4, 1, _m1_wg2, 2, 3)
 WGMMA_A4_WG(f16, F16T, 4, 1, _m1_wg2, 2, 3)
 WGMMA_A4_WG(bf16, BF16T, 4, 1, _m1_wg2, 2, 3)
+WGMMA_A4_WG(f32, F32T, 8, 1, _n64_wg2, 2, 2)
+WGMMA_A4_WG(f16, F16T, 8, 1, _n64_wg2, 2, 2)
+WGMMA_A4_WG(bf16, BF16T, 8, 1, _n64_wg2, 2, 2)

@@ -73,7 +73,9 @@ pub fn kernel_names() -> Vec<String> {
         for g in [1, 2] {
             v.push(format!("project_gemm_a4_g{g}_{dt}"));
         }
-        for suffix in ["", "_n16", "_m1", "_n16_m1", "_n64", "_wg2", "_m1_wg2"] {
+        for suffix in [
+            "", "_n16", "_m1", "_n16_m1", "_n64", "_wg2", "_m1_wg2", "_n64_wg2",
+        ] {
             v.push(format!("project_wgmma_a4_g2_{dt}{suffix}"));
         }
     }
@@ -110,6 +112,7 @@ mod tests {
             for two in [
                 format!("project_wgmma_a4_g2_{dt}_wg2"),
                 format!("project_wgmma_a4_g2_{dt}_m1_wg2"),
+                format!("project_wgmma_a4_g2_{dt}_n64_wg2"),
             ] {
                 assert!(module.contains(&two) && takes_dynamic_smem(&two), "{two}");
             }

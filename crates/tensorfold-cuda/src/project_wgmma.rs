@@ -61,11 +61,20 @@ pub(crate) static WG2: AtomicU8 = AtomicU8::new(0);
 /// Launches of the `_wg2` kernels so far (the self-test checks that its rounds reach them).
 pub(crate) static WG2_LAUNCHES: AtomicUsize = AtomicUsize::new(0);
 
-/// The 4-bit `_wg2` kernels' stages (project_wgmma.cu WG2_STAGES) and their bytes: the group's 16-row B tile (4,096),
-/// then each warpgroup's codes (4,096) and scales and biases (1,024), then the rows' x sums (1,024); in dynamic
-/// shared memory.
+/// The 4-bit `_wg2` kernels' stages (project_wgmma.cu WG2_STAGES), in dynamic shared memory.
 const WG2_STAGES: usize = 4;
-const WG2_STAGE_BYTES: usize = 4096 + 2 * (4096 + 1024) + 1024;
+
+/// A 4-bit `_wg2` stage's bytes (project_wgmma.cu WgStage): the group's B tile (4,096 bytes a 16-row block of x),
+/// then each warpgroup's codes and scales and biases (room for two m64 blocks with 16-row tiles: 4,096 and 1,024; one
+/// with the 64-column build's 32: 2,048 and 512), then the rows' x sums (1,024; 256 in the 64-column build, whose
+/// stage is rounded up to a multiple of 1,024).
+fn a4_wg2_stage_bytes(n64: bool) -> usize {
+    if n64 {
+        (2 * 4096 + 2 * (2048 + 512) + 256usize).div_ceil(1024) * 1024
+    } else {
+        4096 + 2 * (4096 + 1024) + 1024
+    }
+}
 
 /// Matrices with fewer outputs keep the decode kernels, unless they share a launch with a larger one
 /// (project_many); the bits are the same. `TENSORFOLD_CUDA_WGMMA_MIN_OUTPUTS` overrides it (0 puts the self-test's
@@ -261,8 +270,9 @@ pub(super) fn project_wgmma(
         BLOCK_OUTPUTS
     };
     // Rounds of 9 to 16 rows (the 32-column build) may take blocks of two warpgroups over twice the outputs
-    // (wg2_enabled), 4-bit blocks of half as many outputs too (`_m1_wg2`).
-    let wg2 = (9..=16).contains(&rows) && wg2_enabled();
+    // (wg2_enabled), 4-bit blocks of half as many outputs too (`_m1_wg2`), and 4-bit rounds of 17 to 64 rows (the
+    // 64-column build, `_n64_wg2`).
+    let wg2 = wg2_enabled() && ((9..=16).contains(&rows) || (n64 && !bf16));
     let m1 = block_outputs < BLOCK_OUTPUTS && !n64 && !bf16;
     let name = match (m1, wg2) {
         (true, true) => format!("{name}_m1_wg2"),
@@ -324,7 +334,7 @@ pub(super) fn project_wgmma(
     let threads: u32 = if wg2 { 256 } else { 128 };
     let smem = match (bf16, wg2) {
         (true, _) => bf16_smem(n64, threads as usize / 128),
-        (false, true) => (WG2_STAGES * WG2_STAGE_BYTES) as u32,
+        (false, true) => (WG2_STAGES * a4_wg2_stage_bytes(n64)) as u32,
         (false, false) => 0,
     };
     dev.launch_smem(&name, label.as_deref(), grid, threads, smem, &args);
