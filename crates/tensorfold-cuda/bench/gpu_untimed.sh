@@ -4,11 +4,11 @@
 # and the equality suites with the batched kernel; then 27B MLX4 and 27B bf16 rounds and prefills, the two
 # alternating in one run, and the event profile of 16-row rounds with each. (2) x's B tiles through L1 in the wgmma
 # round kernels (TENSORFOLD_CUDA_DEFINES=-DWG_BTILE_CA; precompile its cubin into the carried cache too, or the device
-# compiles it, about 40 s): backend-ops with it, and 16- and 32-row rounds each way. (3) Rounds of 9 to 16 rows on
-# blocks of two warpgroups sharing x's B tile (TENSORFOLD_CUDA_WGMMA_WG2=1; backend-ops checks them whatever the
-# environment says): the shared-launch checks unsplit, tiny-mlx-4bit's and tiny-wrapper-bf16's suites with every
-# matrix on them, 27B MLX4 rounds of 9 and 16 rows and 27B bf16 ones of 12 and 16 each way, and the event profile of
-# a 16-row 27B MLX4 round. No call number yet.
+# compiles it, about 40 s): backend-ops with it, and 16- and 32-row rounds each way. (3) Rounds on blocks of two
+# warpgroups sharing x's B tile (TENSORFOLD_CUDA_WGMMA_WG2=1: 9 to 64 rows of 4-bit weights, 9 to 16 of bf16;
+# backend-ops checks them whatever the environment says): the shared-launch checks unsplit, tiny-mlx-4bit's and
+# tiny-wrapper-bf16's suites with every matrix on them, 27B MLX4 rounds of 9, 16, 32 and 64 rows and 27B bf16 ones of
+# 12 and 16 each way, and the event profile of a 16-row 27B MLX4 round. No call number yet.
 FINAL=${1:?out dir}; BUDGET=${2:-540}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
@@ -52,7 +52,7 @@ for f in tiny-mlx-4bit tiny-wrapper-bf16; do
     TENSORFOLD_CUDA_WGMMA_MIN_ROWS=9 "$BIN" check --device cuda --model fixtures/$f
 done
 grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF" "$OUT/check-wg2-split0.log" "$OUT"/full-wg2-*.log | sed "s/^/wg2 /"
-for r in 1 2; do ca m4-tiles-$r /dev/shm/s27m4 1,9,16,32 "cg ca wg2"; done
+for r in 1 2; do ca m4-tiles-$r /dev/shm/s27m4 1,9,16,32,64 "cg ca wg2"; done
 step prof16-wg2 40 env TENSORFOLD_CUDA_WGMMA_WG2=1 TENSORFOLD_CUDA_PROFILE=1 "$BIN" bench --device cuda \
   --model /dev/shm/s27m4 --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
 grep -hE "wgmma|round of 16" "$OUT/prof16-wg2.log" | cut -c1-110 | sed "s/^/prof16-wg2 /"
