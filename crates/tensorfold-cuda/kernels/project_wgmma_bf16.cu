@@ -30,7 +30,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
                                                    int rows, int out, int cols, int nw,
                                                    const u32* __restrict__ b_tiles, float* __restrict__ partial,
                                                    u32* __restrict__ tickets, int part) {
-    static_assert(WG == 1 || NT == 4, "two warpgroups a block are built for 16-row tiles");
+    static_assert(WG == 1 || NT >= 4, "two warpgroups a block are built for 16- and 32-row tiles");
     typedef WgBf16Stage<NT, WG> St;
     constexpr int STAGES = NT == 8 ? WG_BF16_N64_STAGES : WG_BF16_STAGES;
     if (part > 0) {
@@ -69,7 +69,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         if (NT == 8) {
             const unsigned char* b2 = b + (size_t)groups * WG_TILE;  // row block 1
             cp_async16_tile(sa + 4096 + tid * 16, b2);
-            cp_async16_tile(sa + 6144 + tid * 16, b2 + 2048);
+            if (WG == 1) cp_async16_tile(sa + 6144 + tid * 16, b2 + 2048);
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) cp_async16(sa + wdst[i], wsrc[i] + (size_t)G * 64, true);
@@ -137,8 +137,8 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
 }
 
 // Up to four bf16 matrices sharing x in one launch, as the 4-bit kernels share them (project_wgmma.cu): 64 outputs
-// a block, stages in dynamic shared memory (held to 4 blocks an SM up to 16 rows, 3 with 32); `_wg2`: two
-// warpgroups over 128 outputs sharing each group's B tile, 16-row tiles, 2 blocks an SM.
+// a block, stages in dynamic shared memory (held to 4 blocks an SM up to 16 rows, 3 with 32); `_wg2` and `_n64_wg2`:
+// two warpgroups over 128 outputs sharing each group's B tile (16- and 32-row tiles), 2 blocks an SM.
 #define WGMMA_BF16(NT, SUF, BLOCKS) WGMMA_BF16_WG(NT, SUF, BLOCKS, 1)
 #define WGMMA_BF16_WG(NT, SUF, BLOCKS, WG)                                                                        \
     extern "C" __global__ void __launch_bounds__(128 * WG, BLOCKS) project_wgmma_bf16##SUF(                       \
@@ -158,3 +158,4 @@ WGMMA_BF16(2, _n16, 4)
 WGMMA_BF16(4, , 4)
 WGMMA_BF16(8, _n64, 3)
 WGMMA_BF16_WG(4, _wg2, 2, 2)
+WGMMA_BF16_WG(8, _n64_wg2, 2, 2)

@@ -82,7 +82,7 @@ pub fn kernel_names() -> Vec<String> {
     for nt in [1, 2, 4] {
         v.push(format!("project_mma_bf16_nt{nt}"));
     }
-    for suffix in ["", "_n16", "_n64", "_wg2"] {
+    for suffix in ["", "_n16", "_n64", "_wg2", "_n64_wg2"] {
         v.push(format!("project_wgmma_bf16{suffix}"));
     }
     v.push("project_gemm_bf16".into());
@@ -119,7 +119,12 @@ mod tests {
             let one = format!("project_wgmma_a4_g2_{dt}");
             assert!(module.contains(&one) && !takes_dynamic_smem(&one), "{one}");
         }
-        assert!(module.contains(&"project_wgmma_bf16_wg2".to_string()));
+        for two in ["project_wgmma_bf16_wg2", "project_wgmma_bf16_n64_wg2"] {
+            assert!(
+                module.contains(&two.to_string()) && takes_dynamic_smem(two),
+                "{two}"
+            );
+        }
         assert!(
             takes_dynamic_smem("project_wgmma_bf16_n64")
                 && takes_dynamic_smem("attn_block_d256_q3")

@@ -39,7 +39,7 @@ fn m1_enabled() -> bool {
 /// fill a wave, so would always take the `_m1` kernels).
 pub(crate) static M1: AtomicU8 = AtomicU8::new(0);
 
-/// Whether rounds of 9 to 16 rows take the `_wg2` kernels: blocks of two warpgroups over twice the outputs, which
+/// Whether rounds of 9 to 64 rows take the `_wg2` kernels: blocks of two warpgroups over twice the outputs, which
 /// share each group's B tile of x. A 16-row 4-bit block of 128 outputs copies as many bytes of x's tile as of codes
 /// per group, so its launches move about as many bytes of x from L2 as of weights (the 16-row gate/up launch: 89 MB
 /// of tiles beside 100 MB of codes and scales), a block of 64 (`_m1`: the down and out projections) twice as many,
@@ -145,13 +145,14 @@ pub(crate) fn bf16_stages() -> usize {
     })
 }
 
-/// The bf16 kernel's dynamic shared memory: of the 64-column build (`n64`), else of blocks of `warpgroups` (1 or 2)
-/// × 64 outputs.
+/// The bf16 kernel's dynamic shared memory, for blocks of `warpgroups` (1 or 2) × 64 outputs: of the 64-column build
+/// (`n64`: two of x's B tiles a stage) or the others.
 fn bf16_smem(n64: bool, warpgroups: usize) -> u32 {
+    let weights = warpgroups * 64 * 128;
     if n64 {
-        (BF16_N64_STAGES * (2 * 4096 + 64 * 128)) as u32
+        (BF16_N64_STAGES * (2 * 4096 + weights)) as u32
     } else {
-        (bf16_stages() * (4096 + warpgroups * 64 * 128)) as u32
+        (bf16_stages() * (4096 + weights)) as u32
     }
 }
 
@@ -269,10 +270,9 @@ pub(super) fn project_wgmma(
     } else {
         BLOCK_OUTPUTS
     };
-    // Rounds of 9 to 16 rows (the 32-column build) may take blocks of two warpgroups over twice the outputs
-    // (wg2_enabled), 4-bit blocks of half as many outputs too (`_m1_wg2`), and 4-bit rounds of 17 to 64 rows (the
-    // 64-column build, `_n64_wg2`).
-    let wg2 = wg2_enabled() && ((9..=16).contains(&rows) || (n64 && !bf16));
+    // Rounds of 9 to 64 rows (the 32- and 64-column builds) may take blocks of two warpgroups over twice the outputs
+    // (wg2_enabled), 4-bit blocks of half as many outputs too (`_m1_wg2`).
+    let wg2 = wg2_enabled() && rows >= 9;
     let m1 = block_outputs < BLOCK_OUTPUTS && !n64 && !bf16;
     let name = match (m1, wg2) {
         (true, true) => format!("{name}_m1_wg2"),
