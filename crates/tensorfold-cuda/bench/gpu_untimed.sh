@@ -5,10 +5,10 @@
 # alternating in one run, and the event profile of 16-row rounds with each. (2) x's B tiles through L1 in the wgmma
 # round kernels (TENSORFOLD_CUDA_DEFINES=-DWG_BTILE_CA; precompile its cubin into the carried cache too, or the device
 # compiles it, about 40 s): backend-ops with it, and 16- and 32-row rounds each way. (3) Rounds on blocks of two
-# warpgroups sharing x's B tile (TENSORFOLD_CUDA_WGMMA_WG2=1: 9 to 64 rows of 4-bit weights, 9 to 16 of bf16;
-# backend-ops checks them whatever the environment says): the shared-launch checks unsplit, tiny-mlx-4bit's and
-# tiny-wrapper-bf16's suites with every matrix on them, 27B MLX4 rounds of 9, 16, 32 and 64 rows and 27B bf16 ones of
-# 12 and 16 each way, and the event profile of a 16-row 27B MLX4 round. No call number yet.
+# warpgroups sharing x's B tile (TENSORFOLD_CUDA_WGMMA_WG2=1: rounds of 9 to 64 rows; backend-ops checks them
+# whatever the environment says): the shared-launch checks unsplit, tiny-mlx-4bit's and tiny-wrapper-bf16's suites
+# with every matrix on them, 27B MLX4 rounds of 9, 16, 32 and 64 rows and 27B bf16 ones of 12, 16 and 32 each way,
+# and the event profile of a 16-row 27B MLX4 round. No call number yet.
 FINAL=${1:?out dir}; BUDGET=${2:-540}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
