@@ -2,7 +2,8 @@
 // Hopper's warpgroup mma (wgmma m64n16k16, m64n32k16, m64n64k16), with the bits of the decode kernels (project_stream.cu).
 //
 // Why the bits match: wgmma gives a chain of mma.sync m16n8k16 bit for bit when each k16 step holds the same
-// operands in the same slots (call 93, bench/probe/wgmma_bits.cu). A block is one warpgroup: warp w owns the 16
+// operands in the same slots (call 93, bench/probe/wgmma_bits.cu). A block is one warpgroup (the `_wg2` kernels: two
+// side by side, over twice the outputs, sharing the B tile): warp w owns the 16
 // outputs of tiles 8·blockIdx.x + w and 8·blockIdx.x + 4 + w (or, with MT = 1, of tile 4·blockIdx.x + w), each an
 // m16 tile of the mma (the A fragments are project_stream's, unpacked the same way), and the rows are the B columns
 // (hi and lo side by side, TILE_ROWS rows an n-tile: 8 rows 16 columns, 16 rows 32, 32 rows 64 from two of x's
@@ -129,7 +130,7 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
 // column cores 1,024 bytes on from the first's last, as wg_b_at counts), its 4·MT tiles' codes (512 bytes each, as
 // stored), their scales and biases (16 a tile each, as stored), and the rows' x sums of its two 32-column chunks.
 #define WG_STAGES 4
-// The `_wg2` kernels' stages (15 KB each, in dynamic shared memory: project_wgmma.rs WG2_STAGES mirrors it).
+// The `_wg2` kernels' stages (14 or 15 KB each, in dynamic shared memory: project_wgmma.rs WG2_STAGES mirrors it).
 #ifndef WG2_STAGES
 #define WG2_STAGES 4
 #endif
@@ -373,7 +374,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     }
     constexpr int STAGES = WG == 2 ? WG2_STAGES : NT == 8 ? WG_N64_STAGES : WG_STAGES;
     // One warpgroup: the stages in static shared memory. Two: in dynamic shared memory (STAGES · St::BYTES, more
-    // than a static 48 KB; project_wgmma.rs a4_wg2_smem), the static ring a token 16 bytes.
+    // than a static 48 KB; project_wgmma.rs a4_wg2_stage_bytes), the static ring a token 16 bytes.
     __shared__ __align__(1024) unsigned char ring1[WG == 1 ? STAGES * St::BYTES : 16];
     __shared__ int last;
     DYNAMIC_SMEM(ring2);

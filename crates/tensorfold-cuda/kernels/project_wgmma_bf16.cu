@@ -6,7 +6,8 @@
 // bf16 weights [out, cols] (cols % 64 == 0) for rounds of 5 to 64 rows: the decode kernels' bf16 arithmetic
 // (project_mma_bf16: residue r's groups as one mma chain from +0, hi + lo at its end, the residues' sums added in
 // order) with A from the weights staged in shared memory as the wgmma prompt kernel stages them, and B from x's
-// tiles. A block is one warpgroup over 64 outputs (warp w owns tile 4·blk + w) and up to 4·NT rows of part `part`.
+// tiles. A block is one warpgroup over 64 outputs (warp w owns tile 4·blk + w) and up to 4·NT rows of part `part`
+// (the `_wg2` kernels: two side by side over 128 outputs, sharing the B tile, each with its own weights).
 // A stage: the group's B tile, then its weights, 128 bytes an output (16-byte chunks k at k ^ (output & 1), so a
 // quarter warp's loads hit distinct banks). Stages live in dynamic shared memory (project_wgmma.rs sizes them).
 // Stages: 3 up to 16 rows (12 KB each), 4 for the 64-column build (16 KB each). 27B bf16, call 125, rounds of
