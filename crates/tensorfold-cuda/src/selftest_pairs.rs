@@ -112,11 +112,12 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
 }
 
 /// Rounds of 9 to 16 rows (and for three of the cases, 24 and 40) on the wgmma kernels' blocks of two warpgroups
-/// (`_wg2` in project_wgmma.cu and project_wgmma_bf16.cu), whatever the environment says: each row's outputs bit for bit those of the row alone (the
-/// decode kernels), for a 4-bit matrix of each scale type (35 groups over 8 warps: residues of 5 and 4 groups), four
-/// sharing a launch, and bf16 ones; on a device with the wgmma kernels, the rounds it takes them for must have
-/// reached them. The 4-bit rounds run twice: with blocks of half as many outputs held off (these launches fill less
-/// than a wave, so would take them: `_m1`), so on `_wg2`, then let in, so on `_m1_wg2`.
+/// (`_wg2` in project_wgmma.cu and project_wgmma_bf16.cu), whatever the environment says: each row's outputs bit for
+/// bit those of the row alone (the decode kernels), for a 4-bit matrix of each scale type (35 groups over 8 warps:
+/// residues of 5 and 4 groups), four sharing a launch, and bf16 ones; on a device with the wgmma kernels, the rounds
+/// it takes them for must have reached them. The 4-bit rounds run twice: with blocks of half as many outputs held
+/// off (these launches fill less than a wave, so would take them: `_m1`), so on `_wg2`, then let in, so on
+/// `_m1_wg2`.
 pub(super) fn check_two_warpgroups(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     use crate::project::{M1, WG2, WG2_LAUNCHES};
     use std::sync::atomic::Ordering;
