@@ -32,10 +32,11 @@ for v in 0 1; do
     --model /dev/shm/s27m4 --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
   grep -hE "dn_recur|wgmma|round of 16" "$OUT/prof16-$v.log" | cut -c1-110 | sed "s/^/prof16-batch$v /"
 done
-ca() {  # ca NAME MODEL ROWS [VARIANTS]: rounds of ROWS with x's B tiles past L1 (cg, the default), through it (ca),
-  # and on blocks of two warpgroups (wg2)
-  local name=$1 model=$2 rows=$3 variants=${4:-cg ca}
-  for v in $variants; do
+# variants NAME MODEL ROWS KINDS: rounds of ROWS with x's B tiles past L1 (cg, the default), through it (ca), and on
+# blocks of two warpgroups (wg2)
+variants() {
+  local name=$1 model=$2 rows=$3 kinds=$4
+  for v in $kinds; do
     local d="" w=0; [ $v = ca ] && d=-DWG_BTILE_CA; [ $v = wg2 ] && w=1
     step "$name-$v" 30 env TENSORFOLD_CUDA_DEFINES="$d" TENSORFOLD_CUDA_WGMMA_WG2=$w "$BIN" bench --device cuda \
       --model "$model" --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows "$rows"
@@ -52,13 +53,13 @@ for f in tiny-mlx-4bit tiny-wrapper-bf16; do
     TENSORFOLD_CUDA_WGMMA_MIN_ROWS=9 "$BIN" check --device cuda --model fixtures/$f
 done
 grep -hE "^backend-ops|^oracle|cases,|^FAIL|^DIFF" "$OUT/check-wg2-split0.log" "$OUT"/full-wg2-*.log | sed "s/^/wg2 /"
-for r in 1 2; do ca m4-tiles-$r /dev/shm/s27m4 1,9,16,32,64 "cg ca wg2"; done
+for r in 1 2; do variants m4-tiles-$r /dev/shm/s27m4 1,9,16,32,64 "cg ca wg2"; done
 step prof16-wg2 40 env TENSORFOLD_CUDA_WGMMA_WG2=1 TENSORFOLD_CUDA_PROFILE=1 "$BIN" bench --device cuda \
   --model /dev/shm/s27m4 --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
 grep -hE "wgmma|round of 16" "$OUT/prof16-wg2.log" | cut -c1-110 | sed "s/^/prof16-wg2 /"
 rm -rf /dev/shm/s27m4
 step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out /dev/shm/s27b
 pair bf16 /dev/shm/s27b --quick --decode-tokens 16 --repeat 1 --prefill-lens 2048,16384 --round-rows 1,16
-ca bf16-tiles /dev/shm/s27b 1,12,16,32 "cg ca wg2"
+variants bf16-tiles /dev/shm/s27b 1,12,16,32 "cg ca wg2"
 rm -rf /dev/shm/s27b
 finish "$FINAL"

@@ -501,9 +501,10 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #endif
 #define WG_MIN_BLOCKS(NT, MT) (NT == 8 ? WG_N64_BLOCKS : MT == 1 ? 5 : 4)
 #define WGMMA_A4(NAME, S, NT, MT, SUF) WGMMA_A4_WG(NAME, S, NT, MT, SUF, 1, WG_MIN_BLOCKS(NT, MT))
-// The `_wg2` kernels (16-row tiles, two warpgroups a block): `_wg2` two m64 blocks a warpgroup, 256 outputs a block,
-// held to 2 blocks an SM (the registers of the kernels of one warpgroup held to 4); `_m1_wg2` one, 128 outputs,
-// held to 3 (67 to 72 registers, no spill; told 2, ptxas took 79 to 84, which leave room for only 2).
+// The kernels of two warpgroups a block: `_wg2` (16-row tiles, two m64 blocks a warpgroup, 256 outputs a block) held
+// to 2 blocks an SM (the registers of the kernels of one warpgroup held to 4); `_m1_wg2` (one, 128 outputs) held to
+// 3 (67 to 72 registers, no spill; told 2, ptxas took 79 to 84, which leave room for only 2); `_n64_wg2` (32-row
+// tiles, 128 outputs) held to 2.
 #define WGMMA_A4_WG(NAME, S, NT, MT, SUF, WG, BLOCKS)                                                             \
     extern "C" __global__ void __launch_bounds__(128 * WG, BLOCKS) project_wgmma_a4_g2_##NAME##SUF(              \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \

@@ -66,7 +66,8 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         const SmemAddr sa = ring_at + stage * St::BYTES;
         const unsigned char* b = bt + (size_t)G * WG_TILE;
         cp_async16_tile(sa + tid * 16, b);
-        if (NT >= 4 && WG == 1) cp_async16_tile(sa + 2048 + tid * 16, b + 2048);  // (two: a piece a thread)
+        // One warpgroup copies a 16-row tile in two pieces a thread, two warpgroups in one.
+        if (NT >= 4 && WG == 1) cp_async16_tile(sa + 2048 + tid * 16, b + 2048);
         if (NT == 8) {
             const unsigned char* b2 = b + (size_t)groups * WG_TILE;  // row block 1
             cp_async16_tile(sa + 4096 + tid * 16, b2);

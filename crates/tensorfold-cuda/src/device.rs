@@ -193,8 +193,8 @@ impl Dev {
         self.launch_as(name, None, grid, block, args)
     }
 
-    /// `launch_as` with `smem` bytes of dynamic shared memory (kernels for which takes_dynamic_smem holds may take up to
-    /// `max_dynamic_smem`).
+    /// `launch_as` with `smem` bytes of dynamic shared memory (the kernels takes_dynamic_smem names may take up
+    /// to `max_dynamic_smem`).
     pub fn launch_smem(
         &self,
         name: &str,

@@ -25,38 +25,42 @@ const BLOCK_OUTPUTS: usize = 128;
 /// projections of the 27B shape: 320 blocks of 128 outputs for 528 places). `TENSORFOLD_CUDA_WGMMA_M1=0` keeps
 /// blocks of 128 outputs, for same-run comparisons; the bits are the same.
 fn m1_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    match M1.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0"))
-        }
-    }
+    static ENV: OnceLock<bool> = OnceLock::new();
+    held_or(&M1, &ENV, || {
+        std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0")
+    })
 }
 
-/// The self-test's hold on m1_enabled: 0 follows the environment, 1 on, 2 off (its matrices are too small to
-/// fill a wave, so would always take the `_m1` kernels).
+/// The self-test's hold on m1_enabled (held_or; its matrices are too small to fill a wave, so would always take
+/// the `_m1` kernels).
 pub(crate) static M1: AtomicU8 = AtomicU8::new(0);
 
 /// Whether rounds of 9 to 64 rows take the `_wg2` kernels: blocks of two warpgroups over twice the outputs, which
 /// share each group's B tile of x. A 16-row 4-bit block of 128 outputs copies as many bytes of x's tile as of codes
 /// per group, so its launches move about as many bytes of x from L2 as of weights (the 16-row gate/up launch: 89 MB
 /// of tiles beside 100 MB of codes and scales), a block of 64 (`_m1`: the down and out projections) twice as many,
-/// a bf16 block of 64 half as many; two warpgroups a tile move half as many again. Off unless `TENSORFOLD_CUDA_WGMMA_WG2=1`
-/// until the H200 times it; the bits are the same either way (each output's groups and fold are the
-/// one-warpgroup kernel's).
+/// a bf16 block of 64 half as many; two warpgroups a tile move half as many again. Off unless
+/// `TENSORFOLD_CUDA_WGMMA_WG2=1` until the H200 times it; the bits are the same either way (each output's groups and
+/// fold are the one-warpgroup kernel's).
 fn wg2_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    match WG2.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_WG2").is_ok_and(|v| v == "1")),
-    }
+    static ENV: OnceLock<bool> = OnceLock::new();
+    held_or(&WG2, &ENV, || {
+        std::env::var("TENSORFOLD_CUDA_WGMMA_WG2").is_ok_and(|v| v == "1")
+    })
 }
 
-/// The self-test's hold on wg2_enabled: 0 follows the environment, 1 turns the `_wg2` kernels on, 2 off.
+/// The self-test's hold on wg2_enabled (held_or).
 pub(crate) static WG2: AtomicU8 = AtomicU8::new(0);
+
+/// A switch the self-test may hold whatever the environment says: `hold` 1 is on, 2 off, anything else the
+/// environment's answer (`read`, asked once into `env`).
+fn held_or(hold: &AtomicU8, env: &OnceLock<bool>, read: impl FnOnce() -> bool) -> bool {
+    match hold.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => *env.get_or_init(read),
+    }
+}
 
 /// Launches of the `_wg2` kernels so far (the self-test checks that its rounds reach them).
 pub(crate) static WG2_LAUNCHES: AtomicUsize = AtomicUsize::new(0);
@@ -272,19 +276,15 @@ pub(super) fn project_wgmma(
     };
     // Rounds of 9 to 64 rows (the 32- and 64-column builds) may take blocks of two warpgroups over twice the outputs
     // (wg2_enabled), 4-bit blocks of half as many outputs too (`_m1_wg2`).
-    let wg2 = wg2_enabled() && rows >= 9;
-    let m1 = block_outputs < BLOCK_OUTPUTS && !n64 && !bf16;
-    let name = match (m1, wg2) {
-        (true, true) => format!("{name}_m1_wg2"),
-        (true, false) => format!("{name}_m1"),
-        (false, true) => format!("{name}_wg2"),
-        (false, false) => name.to_string(),
-    };
-    let block_outputs = if wg2 {
-        2 * block_outputs
+    let warpgroups: usize = if wg2_enabled() && rows >= 9 { 2 } else { 1 };
+    let m1 = if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
+        "_m1"
     } else {
-        block_outputs
+        ""
     };
+    let wg2 = if warpgroups == 2 { "_wg2" } else { "" };
+    let name = format!("{name}{m1}{wg2}");
+    let block_outputs = warpgroups * block_outputs;
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
     // alloc_prepared gives every round the wgmma kernel takes room for the B tiles, and the form's writer fills them.
@@ -312,8 +312,8 @@ pub(super) fn project_wgmma(
         tiles,
     ]);
     let grid_x = out_blocks * parts as u32;
-    // A `_wg2` block stands for two of BLOCK_OUTPUTS in the count against a wave.
-    let split = (grid_x as usize) * if wg2 { 2 } else { 1 } < split_below(n64);
+    // A block of two warpgroups counts as the two blocks of one it stands for, so the same launches split.
+    let split = grid_x as usize * warpgroups < split_below(n64);
     // The split launch's partial sums (a block's outputs × its rows' room: WgStage::PER_THREAD); unused by a launch
     // of one block per output block, but an argument all the same.
     let room = if n64 { 32 } else { 16 };
@@ -328,15 +328,15 @@ pub(super) fn project_wgmma(
         format!("{name} {}", shapes.join("+"))
     });
     let grid = (grid_x, if split { nw as u32 } else { 1 }, 1);
-    if wg2 {
+    if warpgroups == 2 {
         WG2_LAUNCHES.fetch_add(1, Ordering::Relaxed);
     }
-    let threads: u32 = if wg2 { 256 } else { 128 };
-    let smem = match (bf16, wg2) {
-        (true, _) => bf16_smem(n64, threads as usize / 128),
-        (false, true) => (WG2_STAGES * a4_wg2_stage_bytes(n64)) as u32,
-        (false, false) => 0,
+    let smem = match (bf16, warpgroups) {
+        (true, _) => bf16_smem(n64, warpgroups),
+        (false, 2) => (WG2_STAGES * a4_wg2_stage_bytes(n64)) as u32,
+        (false, _) => 0,
     };
+    let threads = 128 * warpgroups as u32;
     dev.launch_smem(&name, label.as_deref(), grid, threads, smem, &args);
     ys
 }

@@ -3,7 +3,7 @@
 //! bits alone.
 
 use super::{act, affine, dense, Report, Rng};
-use crate::CudaBackend;
+use crate::{CudaBackend, CudaMatrix};
 use tensorfold_backend::Backend;
 use tensorfold_core::{DenseDType, StoredMatrix};
 
@@ -119,7 +119,7 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
 /// off (these launches fill less than a wave, so would take them: `_m1`), so on `_wg2`, then let in, so on
 /// `_m1_wg2`.
 pub(super) fn check_two_warpgroups(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
-    use crate::project::{M1, WG2, WG2_LAUNCHES};
+    use crate::project::{M1, WG2};
     use std::sync::atomic::Ordering;
     let mut cases: Vec<(String, Vec<StoredMatrix>)> =
         [DenseDType::BF16, DenseDType::F16, DenseDType::F32]
@@ -144,64 +144,76 @@ pub(super) fn check_two_warpgroups(rep: &mut Report, gpu: &CudaBackend, rng: &mu
     let pair = vec![bf16(rng, 1040, 2048), bf16(rng, 1088, 2048)];
     cases.push(("bf16 1040+1088 x2048".into(), pair));
     let held = (WG2.swap(1, Ordering::Relaxed), M1.load(Ordering::Relaxed));
-    let passes = cases.into_iter().flat_map(|(name, ms)| {
+    for (name, ms) in cases {
+        let ws: Vec<_> = ms.iter().map(|m| gpu.matrix(m).expect("upload")).collect();
         let halves: &[bool] = if name.starts_with("MLX") {
             &[false, true]
         } else {
             &[false]
         };
-        halves
-            .iter()
-            .map(move |&half| (name.clone(), ms.clone(), half))
-    });
-    for (name, ms, half) in passes {
-        M1.store(if half { 1 } else { 2 }, Ordering::Relaxed);
-        let name = if half {
-            format!("{name} (blocks of half)")
-        } else {
-            name
-        };
-        let cols = ms[0].cols();
-        let ws: Vec<_> = ms.iter().map(|m| gpu.matrix(m).expect("upload")).collect();
-        let refs: Vec<_> = ws.iter().collect();
-        // Rounds of 24 and 40 rows (the 64-column build; 40 in two parts of 32 rows) for three of the cases.
-        let wide = !half
-            && (name.contains(" F16 ") || name.contains("1040+640") || name == "bf16 1040x1344");
-        let row_counts: &[usize] = if wide {
-            &[9, 12, 16, 24, 40]
-        } else {
-            &[9, 12, 16]
-        };
-        for &rows in row_counts {
-            let x = rng.vec(rows * cols, 1.0);
-            let xa = act(gpu, rows, cols, &x);
-            let before = WG2_LAUNCHES.load(Ordering::Relaxed);
-            let ys = gpu.project_many(&xa, &refs);
-            let reached = WG2_LAUNCHES.load(Ordering::Relaxed) - before;
-            let got: Vec<f32> = ys.iter().flat_map(|y| gpu.to_host(y)).collect();
-            let mut want = vec![Vec::new(); ws.len()];
-            for r in 0..rows {
-                let alone = act(gpu, 1, cols, &x[r * cols..(r + 1) * cols]);
-                for (j, w) in ws.iter().enumerate() {
-                    want[j].extend(gpu.to_host(&gpu.project(&alone, w)));
-                }
+        for &half in halves {
+            M1.store(if half { 1 } else { 2 }, Ordering::Relaxed);
+            let label = if half {
+                format!("{name} (blocks of half)")
+            } else {
+                name.clone()
+            };
+            // Rounds of 24 and 40 rows (the 64-column build; 40 in two parts of 32 rows) for three of the cases.
+            let wide = !half
+                && (name.contains(" F16 ")
+                    || name.contains("1040+640")
+                    || name == "bf16 1040x1344");
+            let row_counts: &[usize] = if wide {
+                &[9, 12, 16, 24, 40]
+            } else {
+                &[9, 12, 16]
+            };
+            for &rows in row_counts {
+                check_round_alone(rep, gpu, rng, &label, &ws, rows);
             }
-            let want: Vec<f32> = want.concat();
-            rep.same(
-                &format!("project {name}, {rows} rows on two warpgroups a block == each row alone"),
-                &got,
-                &want,
-            );
-            let expected = ws
-                .iter()
-                .any(|w| crate::project::takes_wgmma(&gpu.dev, w, rows));
-            rep.same_ids(
-                &format!("project {name}, {rows} rows: launches of two warpgroups a block"),
-                &[reached as u32],
-                &[u32::from(expected)],
-            );
         }
     }
     WG2.store(held.0, Ordering::Relaxed);
     M1.store(held.1, Ordering::Relaxed);
+}
+
+/// One round of `rows` random rows through `ws` in one launch (project_many) against each row alone, bit for bit,
+/// and whether the round took the two-warpgroup kernels where the device has wgmma (WG2 held on by the caller).
+fn check_round_alone(
+    rep: &mut Report,
+    gpu: &CudaBackend,
+    rng: &mut Rng,
+    name: &str,
+    ws: &[CudaMatrix],
+    rows: usize,
+) {
+    use crate::project::WG2_LAUNCHES;
+    use std::sync::atomic::Ordering;
+    let cols = ws[0].cols();
+    let refs: Vec<_> = ws.iter().collect();
+    let x = rng.vec(rows * cols, 1.0);
+    let before = WG2_LAUNCHES.load(Ordering::Relaxed);
+    let ys = gpu.project_many(&act(gpu, rows, cols, &x), &refs);
+    let reached = WG2_LAUNCHES.load(Ordering::Relaxed) - before;
+    let got: Vec<f32> = ys.iter().flat_map(|y| gpu.to_host(y)).collect();
+    let mut want = vec![Vec::new(); ws.len()];
+    for r in 0..rows {
+        let alone = act(gpu, 1, cols, &x[r * cols..(r + 1) * cols]);
+        for (j, w) in ws.iter().enumerate() {
+            want[j].extend(gpu.to_host(&gpu.project(&alone, w)));
+        }
+    }
+    rep.same(
+        &format!("project {name}, {rows} rows on two warpgroups a block == each row alone"),
+        &got,
+        &want.concat(),
+    );
+    let expected = ws
+        .iter()
+        .any(|w| crate::project::takes_wgmma(&gpu.dev, w, rows));
+    rep.same_ids(
+        &format!("project {name}, {rows} rows: launches of two warpgroups a block"),
+        &[reached as u32],
+        &[u32::from(expected)],
+    );
 }
