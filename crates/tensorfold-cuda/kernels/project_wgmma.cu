@@ -214,17 +214,21 @@ __device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, con
     return src;
 }
 
-// 16 bytes of x's B tiles global → shared. By default past L1, as the weights (cp.async.cg). Every block of a launch
-// reads the same tiles, and a 16-row tile per group is as many bytes as a 4-bit block's codes, so the blocks of a
-// round move about as many bytes of x from L2 as of weights. -DWG_BTILE_CA (TENSORFOLD_CUDA_DEFINES) copies them
-// through L1 (cp.async.ca), where an SM's other blocks at the same group may find them, for a same-run comparison.
-// The bytes, so the bits, are the same either way.
+// 16 bytes of x's B tiles global → shared. Every block of a launch reads the same tiles. The 4-bit kernel copies
+// them past L1 (cp.async.cg), as its weights: through L1 (cp.async.ca, where an SM's other blocks at the same group
+// may find them) its rounds were 1 to 2% slower on the H200 (call 128). The bf16 kernel copies them through L1: a
+// block of 64 outputs stages as many bytes of a 16-row tile a group as of weights (4 KB each), and through L1 its
+// 16-row 27B rounds took 19.5 ms instead of 24.6 (call 128); -DWG_BF16_BTILE_CG (TENSORFOLD_CUDA_DEFINES) keeps
+// them past L1 for a same-run comparison. The bytes, so the bits, are the same either way.
+template <bool VIA_L1 = false>
 __device__ __forceinline__ void cp_async16_tile(SmemAddr dst, const void* src) {
-#if defined(WG_BTILE_CA) && !defined(TF_EMU)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-#else
-    cp_async16(dst, src, true);
+#if !defined(TF_EMU)
+    if constexpr (VIA_L1) {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+        return;
+    }
 #endif
+    cp_async16(dst, src, true);
 }
 
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,

@@ -62,16 +62,21 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         wsrc[i] = w + (size_t)min(ob + o, out - 1) * cols + k * 8;  // past the last output, the last again
         wdst[i] = St::W + wg * 64 * 128 + o * 128 + ((k ^ (o & 1)) * 16);
     }
+#ifdef WG_BF16_BTILE_CG
+    constexpr bool L1 = false;
+#else
+    constexpr bool L1 = true;  // x's tiles through L1 (see cp_async16_tile)
+#endif
     auto issue = [&](int stage, int G) {
         const SmemAddr sa = ring_at + stage * St::BYTES;
         const unsigned char* b = bt + (size_t)G * WG_TILE;
-        cp_async16_tile(sa + tid * 16, b);
+        cp_async16_tile<L1>(sa + tid * 16, b);
         // One warpgroup copies a 16-row tile in two pieces a thread, two warpgroups in one.
-        if (NT >= 4 && WG == 1) cp_async16_tile(sa + 2048 + tid * 16, b + 2048);
+        if (NT >= 4 && WG == 1) cp_async16_tile<L1>(sa + 2048 + tid * 16, b + 2048);
         if (NT == 8) {
             const unsigned char* b2 = b + (size_t)groups * WG_TILE;  // row block 1
-            cp_async16_tile(sa + 4096 + tid * 16, b2);
-            if (WG == 1) cp_async16_tile(sa + 6144 + tid * 16, b2 + 2048);
+            cp_async16_tile<L1>(sa + 4096 + tid * 16, b2);
+            if (WG == 1) cp_async16_tile<L1>(sa + 6144 + tid * 16, b2 + 2048);
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) cp_async16(sa + wdst[i], wsrc[i] + (size_t)G * 64, true);

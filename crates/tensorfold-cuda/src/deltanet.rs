@@ -207,23 +207,28 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
 }
 
 /// The recurrence kernel a round takes (its name's middle): chains (some slot steps more than one row: prompt chunks,
-/// drafted rounds, replays) take `dn_recur_ring_v*` (inputs staged one row ahead, normalised once a block) unless
-/// `TENSORFOLD_CUDA_DN_RING=0`, or `dn_recur_batch_v*` (deltanet_batch.cu: staged and prepared 16 rows at a time, no
-/// barrier between steps) with `TENSORFOLD_CUDA_DN_BATCH=1`, off until it is timed on the GPU (it was written in a
-/// session that got no device time). A round of one row a slot (decode) keeps the plain kernel: staging pays off
-/// only along a chain. Every kernel steps the same values through the same functions (deltanet.cu dn_normalise,
-/// dn_update), so the bits are the same; the backend-ops test's switches put a round on the batched kernel or on the
-/// plain one whatever the environment says.
+/// drafted rounds, replays) take `dn_recur_batch_v*` (deltanet_batch.cu: inputs staged and prepared 16 rows at a
+/// time, no barrier between steps); `TENSORFOLD_CUDA_DN_BATCH=0` puts them on `dn_recur_ring_v*` (inputs staged one
+/// row ahead, normalised once a block), and with `TENSORFOLD_CUDA_DN_RING=0` as well on the plain kernel. The
+/// batched kernel is the default since call 128 timed it on the H200: 16-row 27B MLX4 rounds 1 to 2% faster, 16k
+/// prefills 3% faster, the chains' recurrence time in a 2k prefill 28% less. A round of one row a slot (decode)
+/// keeps the plain kernel: staging pays off only along a chain. Every kernel steps the same values through the
+/// same functions (deltanet.cu dn_normalise, dn_update), so the bits are the same; the backend-ops test's switches
+/// put a round on the batched kernel or on the plain one whatever the environment says.
 fn recur_kind(slots: usize, entries: usize) -> &'static str {
     static RING: OnceLock<bool> = OnceLock::new();
     static BATCH: OnceLock<bool> = OnceLock::new();
     let ring =
         *RING.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_RING").map_or(true, |v| v != "0"));
     let batch =
-        *BATCH.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_BATCH").is_ok_and(|v| v == "1"));
+        *BATCH.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_BATCH").map_or(true, |v| v != "0"));
     if entries <= slots || REGISTER_INPUTS.load(Ordering::Relaxed) {
         ""
-    } else if BATCH_INPUTS.load(Ordering::Relaxed) || batch {
+    } else if BATCH_INPUTS.load(Ordering::Relaxed) {
+        "batch_"
+    } else if RING_INPUTS.load(Ordering::Relaxed) {
+        "ring_"
+    } else if batch {
         "batch_"
     } else if ring {
         "ring_"
@@ -237,6 +242,9 @@ pub(crate) static REGISTER_INPUTS: AtomicBool = AtomicBool::new(false);
 
 /// Set by the backend-ops test to run the batched kernel beside the ring.
 pub(crate) static BATCH_INPUTS: AtomicBool = AtomicBool::new(false);
+
+/// Set by the backend-ops test to run the ring (inputs staged one row ahead) beside the batched kernel.
+pub(crate) static RING_INPUTS: AtomicBool = AtomicBool::new(false);
 
 /// Set by the backend-ops test to run the whole-head layout beside the split one in one process.
 pub(crate) static WHOLE_HEADS: AtomicBool = AtomicBool::new(false);

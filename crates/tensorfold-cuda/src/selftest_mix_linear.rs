@@ -2,7 +2,7 @@
 //! kernel layouts that must give the same bits (split heads, inputs staged ahead one row or a batch at a time).
 
 use super::{act, chain, compare, inputs, refs, same_run, scenario, Mix, Row};
-use crate::deltanet::{BATCH_INPUTS, REGISTER_INPUTS, WHOLE_HEADS};
+use crate::deltanet::{BATCH_INPUTS, REGISTER_INPUTS, RING_INPUTS, WHOLE_HEADS};
 use crate::selftest::{Report, Rng};
 use crate::CudaBackend;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -147,12 +147,13 @@ pub(in crate::selftest) fn check_deltanet(
             &split,
             &whole,
         );
-        // Each row's inputs staged in shared memory ahead (the default) == loaded one row ahead in registers.
+        // Each row's inputs staged in shared memory one row ahead (the ring) == loaded one row ahead in registers.
         let (in_registers, _) = with(&REGISTER_INPUTS, || scenario(&g));
+        let (staged, _) = with(&RING_INPUTS, || scenario(&g));
         same_run(
             rep,
             &format!("{name}: inputs staged ahead == inputs in registers"),
-            &split,
+            &staged,
             &in_registers,
         );
         // The batched kernel (deltanet_batch.cu) == inputs in registers.
@@ -165,7 +166,7 @@ pub(in crate::selftest) fn check_deltanet(
         );
         // Chains long enough for the batched kernel to go through several batches and reuse its slots.
         let registers = with(&REGISTER_INPUTS, || long_chains(&g));
-        let ring = long_chains(&g);
+        let ring = with(&RING_INPUTS, || long_chains(&g));
         let batched = with(&BATCH_INPUTS, || long_chains(&g));
         let batched_whole = with(&BATCH_INPUTS, || with(&WHOLE_HEADS, || long_chains(&g)));
         rep.same(
