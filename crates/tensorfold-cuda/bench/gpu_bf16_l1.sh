@@ -1,9 +1,9 @@
 #!/bin/bash
-# gpu_bf16_l1.sh FINAL BUDGET_S BIN: (call 129) the defaults call 128 chose: DeltaNet chains on dn_recur_batch and the
-# bf16 wgmma round kernels' B tiles through L1. Every check, compute-sanitizer on tiny-mlx-4bit's full suite (the
-# batched recurrence's first sanitizer run), then 27B bf16 rounds with x's tiles past L1 (-DWG_BF16_BTILE_CG), through
-# it (the default) and through it on blocks of two warpgroups (WG2=1), twice, alternating; rounds of few rows with
-# the bf16 kernel from 5 rows instead of 10; and the aggregate decode both ways.
+# gpu_bf16_l1.sh FINAL BUDGET_S BIN: (not yet run: the session that wrote it got no second machine) the defaults
+# call 128 chose: DeltaNet chains on dn_recur_batch and the bf16 wgmma round kernels' B tiles through L1. Every
+# check, compute-sanitizer on tiny-mlx-4bit's full suite (the batched recurrence's first sanitizer run), then 27B
+# bf16 rounds with x's tiles past L1 (-DWG_BF16_BTILE_CG) and through it (the default), twice, alternating; rounds
+# of few rows with the bf16 kernel from 5 rows instead of 10; and the aggregate decode both ways.
 FINAL=${1:?out dir}; BUDGET=${2:-480}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
@@ -21,7 +21,6 @@ rounds() {  # rounds NAME ROWS ENV...: one quick bench of 27B bf16 rounds of ROW
 for r in 1 2; do
   rounds cg-$r 1,12,16,32,64 TENSORFOLD_CUDA_DEFINES=-DWG_BF16_BTILE_CG
   rounds l1-$r 1,12,16,32,64 X=1
-  rounds l1wg2-$r 1,12,16,32,64 TENSORFOLD_CUDA_WGMMA_WG2=1
 done
 for r in 1 2; do
   rounds few10-$r 1,4,5,6,8,9,10 X=1

@@ -8,7 +8,8 @@
 # warpgroups sharing x's B tile (TENSORFOLD_CUDA_WGMMA_WG2=1: rounds of 9 to 64 rows; backend-ops checks them
 # whatever the environment says): the shared-launch checks unsplit, tiny-mlx-4bit's and tiny-wrapper-bf16's suites
 # with every matrix on them, 27B MLX4 rounds of 9, 16, 32 and 64 rows and 27B bf16 ones of 12, 16 and 32 each way,
-# and the event profile of a 16-row 27B MLX4 round. No call number yet.
+# and the event profile of a 16-row 27B MLX4 round. Ran as call 128 (commit 8f6fea4); the two-warpgroup kernels and
+# -DWG_BTILE_CA are gone since (BENCHMARKS.md §7, calls 128-129).
 FINAL=${1:?out dir}; BUDGET=${2:-540}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"

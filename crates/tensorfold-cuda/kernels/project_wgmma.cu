@@ -2,8 +2,7 @@
 // Hopper's warpgroup mma (wgmma m64n16k16, m64n32k16, m64n64k16), with the bits of the decode kernels (project_stream.cu).
 //
 // Why the bits match: wgmma gives a chain of mma.sync m16n8k16 bit for bit when each k16 step holds the same
-// operands in the same slots (call 93, bench/probe/wgmma_bits.cu). A block is one warpgroup (the `_wg2` kernels: two
-// side by side, over twice the outputs, sharing the B tile): warp w owns the 16
+// operands in the same slots (call 93, bench/probe/wgmma_bits.cu). A block is one warpgroup: warp w owns the 16
 // outputs of tiles 8·blockIdx.x + w and 8·blockIdx.x + 4 + w (or, with MT = 1, of tile 4·blockIdx.x + w), each an
 // m16 tile of the mma (the A fragments are project_stream's, unpacked the same way), and the rows are the B columns
 // (hi and lo side by side, TILE_ROWS rows an n-tile: 8 rows 16 columns, 16 rows 32, 32 rows 64 from two of x's
@@ -130,28 +129,20 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
 // column cores 1,024 bytes on from the first's last, as wg_b_at counts), its 4·MT tiles' codes (512 bytes each, as
 // stored), their scales and biases (16 a tile each, as stored), and the rows' x sums of its two 32-column chunks.
 #define WG_STAGES 4
-// The `_wg2` kernels' stages (14 or 15 KB each, in dynamic shared memory: project_wgmma.rs WG2_STAGES mirrors it).
-#ifndef WG2_STAGES
-#define WG2_STAGES 4
-#endif
 // The 64-column build's stages: 3 of 11 KB, so 5 blocks fit an SM (WG_N64_BLOCKS). Call 123, 27B MLX4 rounds of
 // 32 rows: 20.0-20.2 ms with 3 stages and 5 blocks against 20.6 with 4 and 4 (both split below 4,097 blocks).
 #ifndef WG_N64_STAGES
 #define WG_N64_STAGES 3
 #endif
-// With WG warpgroups a block (the `_wg2` kernels), the B tile, and so its bytes from L2, serve WG times the outputs;
-// each warpgroup has its own codes and parameters, one after the other.
-template <int NT, int MT, int WG = 1>
+template <int NT, int MT>
 struct WgStage {
     static constexpr int ROWS = NT == 8 ? 32 : 16;        // rows the stage has room for (x sums, copies)
     // m64 blocks the stage has room for: 16-row stages keep room for two whatever MT, and a whole 1,024 bytes for
     // the sums (their layout since call 101); the 32-row one has just what it needs, so four stages fit 48 KB.
     static constexpr int ROOM = NT == 8 ? MT : 2;
     static constexpr int CODES = ROWS / 16 * WG_TILE;        // offset of the codes
-    static constexpr int WG_CODES = 4 * ROOM * 512;          // a warpgroup's codes
-    static constexpr int PARAMS = CODES + WG * WG_CODES;      // scales then biases of tile 0, then tile 1, … (16 raw each)
-    static constexpr int WG_PARAMS = 4 * ROOM * 2 * 64;       // a warpgroup's scales and biases
-    static constexpr int XSUMS = PARAMS + WG * WG_PARAMS;     // ROWS rows × 2 floats
+    static constexpr int PARAMS = CODES + 4 * ROOM * 512;    // scales then biases of tile 0, then tile 1, … (16 raw each)
+    static constexpr int XSUMS = PARAMS + 4 * ROOM * 2 * 64;  // ROWS rows × 2 floats
     // A multiple of 1,024, so every stage's B tile stays aligned.
     static constexpr int BYTES = NT == 8 ? (XSUMS + ROWS * 8 + 1023) / 1024 * 1024 : XSUMS + 1024;
     static constexpr int PER_THREAD = 2 * MT * (NT < 4 ? 4 : NT);  // a split block's partial sums a thread
@@ -170,28 +161,16 @@ struct WgSources {
     const float* xsum;                         // x's sum of chunk 2G + tid % 2 of row tid / 2 (+ 2G), or null
 };
 
-// A thread's warpgroup and its place in it (tid < 128 · WG).
-template <int WG>
-__device__ __forceinline__ int wg_of(int tid) {
-    return WG == 1 ? 0 : tid >> 7;
-}
-template <int WG>
-__device__ __forceinline__ int wg_tid(int tid) {
-    return WG == 1 ? tid : tid & 127;
-}
-
-// tile0: the block's first tile; warpgroup w's tiles start 4·MT·w after it.
-template <typename S, int NT, int MT, int WG = 1>
+template <typename S, int NT, int MT>
 __device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, const unsigned char* __restrict__ btiles,
                                                    const float* __restrict__ xs, const u32* __restrict__ codes,
                                                    const typename S::raw* __restrict__ scales,
                                                    const typename S::raw* __restrict__ biases, int rows, int cols,
                                                    int groups) {
     using W = WgSources<S, MT>;
-    const int tid = wg_tid<WG>(threadIdx.x);
-    tile0 += 4 * MT * wg_of<WG>(threadIdx.x);
+    const int tid = threadIdx.x;
     W src;
-    src.tile = btiles + (int)threadIdx.x * 16;
+    src.tile = btiles + tid * 16;
     src.tile2 = NT == 8 ? src.tile + (size_t)groups * WG_TILE : nullptr;  // row block 1 (tiles are row block major)
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
@@ -208,9 +187,8 @@ __device__ __forceinline__ WgSources<S, MT> wg_sources(int tile0, int tiles, con
                                  a4_tile_param(pt * 16, 0, groups) * sizeof(typename S::raw) + word * 4
                            : nullptr;
     }
-    src.xsum = tid < 2 * WgStage<NT, MT>::ROWS && wg_of<WG>(threadIdx.x) == 0
-                   ? xs + (size_t)min(tid >> 1, rows - 1) * (cols / 32) + (tid & 1)
-                   : nullptr;
+    src.xsum = tid < 2 * WgStage<NT, MT>::ROWS ? xs + (size_t)min(tid >> 1, rows - 1) * (cols / 32) + (tid & 1)
+                                                : nullptr;
     return src;
 }
 
@@ -233,34 +211,28 @@ __device__ __forceinline__ void cp_async16_tile(SmemAddr dst, const void* src) {
 
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
 // past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
-template <typename S, int NT, int MT, int WG = 1>
+template <typename S, int NT, int MT>
 __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S, MT>& src) {
     using W = WgSources<S, MT>;
-    typedef WgStage<NT, MT, WG> St;
-    const int tid = wg_tid<WG>(threadIdx.x), wg = wg_of<WG>(threadIdx.x);
+    const int tid = threadIdx.x;
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
-    if constexpr (WG == 2) {
-        static_assert(NT >= 4, "two warpgroups a block are built for 16- and 32-row tiles");
-        cp_async16_tile(sa + (int)threadIdx.x * 16, bt);  // 256 threads, the tile's 256 pieces
-        if (NT == 8) cp_async16_tile(sa + 4096 + (int)threadIdx.x * 16, src.tile2 + (size_t)G * WG_TILE);
-    } else {
-        cp_async16_tile(sa + tid * 16, bt);
-        if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
-        if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
-            const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
-            cp_async16_tile(sa + 4096 + tid * 16, bt2);
-            cp_async16_tile(sa + 6144 + tid * 16, bt2 + 2048);
-        }
+    cp_async16_tile(sa + tid * 16, bt);
+    if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
+    if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
+        const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
+        cp_async16_tile(sa + 4096 + tid * 16, bt2);
+        cp_async16_tile(sa + 6144 + tid * 16, bt2 + 2048);
     }
-    const SmemAddr codes = sa + St::CODES + wg * St::WG_CODES, params = sa + St::PARAMS + wg * St::WG_PARAMS;
+    typedef WgStage<NT, MT> St;
 #pragma unroll
-    for (int m = 0; m < MT; ++m) cp_async16(codes + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
+    for (int m = 0; m < MT; ++m) cp_async16(sa + St::CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
     // Runs of scales and biases side by side: run k (tile k / 2, biases if odd) at St::PARAMS + k·16 raw values.
 #pragma unroll
     for (int i = 0; i < W::PARAM_COPIES; ++i)
         if (src.param[i])
-            cp_async4(params + (tid + 128 * i) * 4, src.param[i] + (size_t)G * 16 * sizeof(typename S::raw), true);
+            cp_async4(sa + St::PARAMS + (tid + 128 * i) * 4, src.param[i] + (size_t)G * 16 * sizeof(typename S::raw),
+                      true);
     if (src.xsum) cp_async4(sa + St::XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
 }
 
@@ -290,14 +262,11 @@ __device__ __forceinline__ void wg_ring_turn(int j, int jobs, int& Gi, int& ri, 
 // A block's end (project_wgmma_a4, project_wgmma_bf16): `tot` holds the sums of every residue (gridDim.y == 1) or
 // `acc` this block's residue r0's (split), PER_THREAD floats a thread of partial sums; the residues' sums are added
 // in order and the block's outputs written.
-// With WG warpgroups a block, warpgroup w's tiles start 4·MT·w after tile0.
-template <int NT, int MT, int PER_THREAD, int WG = 1>
+template <int NT, int MT, int PER_THREAD>
 __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (&acc)[MT][NT][2], bool split, int r0,
                                           int groups, int nw, float* __restrict__ partial, u32* __restrict__ tickets,
                                           int& last, float* __restrict__ y, int rows, int out, int tile0, int tiles) {
-    constexpr int THREADS = 128 * WG;
-    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = wg_tid<WG>(tid) >> 5;
-    tile0 += 4 * MT * wg_of<WG>(tid);
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
     if (!split) {
         // Residues with no groups (nw > groups) add zeros, as the decode kernels' idle warps do.
         for (int rr = max(groups, 1); rr < nw; ++rr)
@@ -309,13 +278,13 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
                     for (int i = 0; i < 2; ++i) tot[m][nt][i] = tot[m][nt][i] + 0.0f;
     } else {
         // This block's sums: PER_THREAD floats a thread, as float2s (m, nt).
-        constexpr int PER_BLOCK = THREADS * PER_THREAD, NTS = PER_THREAD / (2 * MT);
+        constexpr int PER_BLOCK = 128 * PER_THREAD, NTS = PER_THREAD / (2 * MT);
         float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-                __stcg(mine + (NTS * m + nt) * THREADS, make_float2(acc[m][nt][0], acc[m][nt][1]));
+                __stcg(mine + (NTS * m + nt) * 128, make_float2(acc[m][nt][0], acc[m][nt][1]));
         __threadfence();  // the sums are visible device-wide before the ticket says so
         __syncthreads();
         if (tid == 0) {
@@ -332,7 +301,7 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
             for (int m = 0; m < MT; ++m)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
-                    const float2 p = __ldcg(theirs + (NTS * m + nt) * THREADS);
+                    const float2 p = __ldcg(theirs + (NTS * m + nt) * 128);
                     tot[m][nt][0] = rr == 0 ? p.x : tot[m][nt][0] + p.x;
                     tot[m][nt][1] = rr == 0 ? p.y : tot[m][nt][1] + p.y;
                 }
@@ -353,22 +322,21 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
 }
 
 // A warpgroup's 64·MT outputs (4·MT tiles, warp w owning tiles w, 4 + w, …) × up to 4·NT rows: those of part `part`
-// (rows 32·part on; 0 but for the 64-column build). With WG = 2 a block is two warpgroups side by side over 128·MT
-// outputs, which share each group's B tile (its stages in dynamic shared memory, WG2_STAGES of them).
+// (rows 32·part on; 0 but for the 64-column build).
 // gridDim.y == 1: the block walks every residue's groups in the decode kernels' order and writes y.
 // (The tickets and partial sums below are indexed by blockIdx.x, which tells a row part's blocks apart too.)
 // gridDim.y == nw: block (x, r) walks residue r, leaves its sums in `partial`, and the last of the nw blocks to
 // finish (a ticket each) adds them in residue order and writes y, then resets its ticket for the next launch.
 // Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
 // added in order.
-template <typename S, int NT, int MT, int WG = 1>
+template <typename S, int NT, int MT>
 __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const float* __restrict__ xs, const u32* __restrict__ codes,
                                                  const typename S::raw* __restrict__ scales,
                                                  const typename S::raw* __restrict__ biases, float* __restrict__ y,
                                                  int rows, int out, int cols, int nw, const u32* __restrict__ b_tiles,
                                                  float* __restrict__ partial, u32* __restrict__ tickets, int part) {
-    typedef WgStage<NT, MT, WG> St;
+    typedef WgStage<NT, MT> St;
     if (part > 0) {
         const int first = 32 * part;
         xs += (size_t)first * (cols / 32);
@@ -376,16 +344,11 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         b_tiles += (size_t)(first / 16) * (cols / 64) * (WG_TILE / 4);  // x's tiles are row block major
         rows -= first;
     }
-    constexpr int STAGES = WG == 2 ? WG2_STAGES : NT == 8 ? WG_N64_STAGES : WG_STAGES;
-    // One warpgroup: the stages in static shared memory. Two: in dynamic shared memory (STAGES · St::BYTES, more
-    // than a static 48 KB; project_wgmma.rs a4_wg2_stage_bytes), the static ring a token 16 bytes.
-    __shared__ __align__(1024) unsigned char ring1[WG == 1 ? STAGES * St::BYTES : 16];
+    constexpr int STAGES = NT == 8 ? WG_N64_STAGES : WG_STAGES;
+    __shared__ __align__(1024) unsigned char ring[STAGES * St::BYTES];
     __shared__ int last;
-    DYNAMIC_SMEM(ring2);
-    unsigned char* const ring = WG == 1 ? ring1 : ring2;
-    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = wg_tid<WG>(tid) >> 5;
-    const int wg = wg_of<WG>(tid);
-    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * MT * WG;
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
+    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * MT;
     const int groups = cols / 64;
     const bool split = gridDim.y > 1;
     // The walk: residue r0 alone (split) or every residue, as (G, r) cursors for the copies and the math.
@@ -399,13 +362,12 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const SmemAddr ring_at = smem_addr(ring);
     const unsigned char* btiles = reinterpret_cast<const unsigned char*>(b_tiles);
     (void)xh, (void)xl;  // x comes as b_tiles (prepare_store wrote them beside xh and xl)
-    const WgSources<S, MT> src =
-        wg_sources<S, NT, MT, WG>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
+    const WgSources<S, MT> src = wg_sources<S, NT, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
     int Gi = r0, ri = r0;  // the copies' cursor
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
-            wg_issue<S, NT, MT, WG>(ring + s * St::BYTES, Gi, src);
+            wg_issue<S, NT, MT>(ring + s * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
@@ -418,13 +380,13 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     int G = r0, r = r0;  // the math's cursor
     for (int j = 0; j < jobs; ++j) {
         wg_ring_turn<STAGES>(j, jobs, Gi, ri, nw, groups,
-                             [&](int stage, int Gn) { wg_issue<S, NT, MT, WG>(ring + stage * St::BYTES, Gn, src); });
+                             [&](int stage, int Gn) { wg_issue<S, NT, MT>(ring + stage * St::BYTES, Gn, src); });
         unsigned char* st = ring + (j % STAGES) * St::BYTES;
         // Step q = 2j + h of m64 block m: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]).
         u32 a[MT][4][4];
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            const unsigned char* cw = st + St::CODES + wg * St::WG_CODES + (4 * m + warp) * 512;
+            const unsigned char* cw = st + St::CODES + (4 * m + warp) * 512;
             const uint2 cg = *reinterpret_cast<const uint2*>(cw + g * 32 + t * 8);
             const uint2 cg8 = *reinterpret_cast<const uint2*>(cw + (g + 8) * 32 + t * 8);
 #pragma unroll
@@ -461,8 +423,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         }
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-            const typename S::raw* pr =
-                reinterpret_cast<const typename S::raw*>(st + St::PARAMS + wg * St::WG_PARAMS) + (4 * m + warp) * 32;
+            const typename S::raw* pr = reinterpret_cast<const typename S::raw*>(st + St::PARAMS) + (4 * m + warp) * 32;
             const float s0 = S::get(pr[g]), s8 = S::get(pr[g + 8]);
             const float sb[4] = {s0, centred_bias(s0, S::get(pr[16 + g])), s8,
                                  centred_bias(s8, S::get(pr[24 + g]))};
@@ -489,8 +450,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         }
     }
     cp_async_wait<0>();
-    wg_finish<NT, MT, St::PER_THREAD, WG>(tot, acc, split, r0, groups, nw, partial, tickets, last, y, rows, out,
-                                          tile0, tiles);
+    wg_finish<NT, MT, St::PER_THREAD>(tot, acc, split, r0, groups, nw, partial, tickets, last, y, rows, out, tile0,
+                                      tiles);
 }
 
 // Each kernel projects x by up to four matrices of 4-bit g64 weights sharing it (qkv, z, b and a; q, k and v; gate
@@ -504,13 +465,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #define WG_N64_BLOCKS 5
 #endif
 #define WG_MIN_BLOCKS(NT, MT) (NT == 8 ? WG_N64_BLOCKS : MT == 1 ? 5 : 4)
-#define WGMMA_A4(NAME, S, NT, MT, SUF) WGMMA_A4_WG(NAME, S, NT, MT, SUF, 1, WG_MIN_BLOCKS(NT, MT))
-// The kernels of two warpgroups a block: `_wg2` (16-row tiles, two m64 blocks a warpgroup, 256 outputs a block) held
-// to 2 blocks an SM (the registers of the kernels of one warpgroup held to 4); `_m1_wg2` (one, 128 outputs) held to
-// 3 (67 to 72 registers, no spill; told 2, ptxas took 79 to 84, which leave room for only 2); `_n64_wg2` (32-row
-// tiles, 128 outputs) held to 2.
-#define WGMMA_A4_WG(NAME, S, NT, MT, SUF, WG, BLOCKS)                                                             \
-    extern "C" __global__ void __launch_bounds__(128 * WG, BLOCKS) project_wgmma_a4_g2_##NAME##SUF(              \
+#define WGMMA_A4(NAME, S, NT, MT, SUF)                                                                            \
+    extern "C" __global__ void __launch_bounds__(128, WG_MIN_BLOCKS(NT, MT)) project_wgmma_a4_g2_##NAME##SUF(     \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
         u32* tickets) {                                                                                           \
@@ -518,7 +474,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
-        project_wgmma_a4<S, NT, MT, WG>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                  \
+        project_wgmma_a4<S, NT, MT>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                      \
                                     job_pick(j, codes0, codes1, codes2, codes3),                                  \
                                     job_pick(j, scales0, scales1, scales2, scales3),                              \
                                     job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), \
@@ -532,12 +488,3 @@ WGMMA_A4_ALL(2, 2, _n16)
 WGMMA_A4_ALL(4, 1, _m1)
 WGMMA_A4_ALL(2, 1, _n16_m1)
 WGMMA_A4_ALL(8, 1, _n64)
-WGMMA_A4_WG(f32, F32T, 4, 2, _wg2, 2, 2)
-WGMMA_A4_WG(f16, F16T, 4, 2, _wg2, 2, 2)
-WGMMA_A4_WG(bf16, BF16T, 4, 2, _wg2, 2, 2)
-WGMMA_A4_WG(f32, F32T, 4, 1, _m1_wg2, 2, 3)
-WGMMA_A4_WG(f16, F16T, 4, 1, _m1_wg2, 2, 3)
-WGMMA_A4_WG(bf16, BF16T, 4, 1, _m1_wg2, 2, 3)
-WGMMA_A4_WG(f32, F32T, 8, 1, _n64_wg2, 2, 2)
-WGMMA_A4_WG(f16, F16T, 8, 1, _n64_wg2, 2, 2)
-WGMMA_A4_WG(bf16, BF16T, 8, 1, _n64_wg2, 2, 2)

@@ -6,8 +6,7 @@
 // bf16 weights [out, cols] (cols % 64 == 0) for rounds of 5 to 64 rows: the decode kernels' bf16 arithmetic
 // (project_mma_bf16: residue r's groups as one mma chain from +0, hi + lo at its end, the residues' sums added in
 // order) with A from the weights staged in shared memory as the wgmma prompt kernel stages them, and B from x's
-// tiles. A block is one warpgroup over 64 outputs (warp w owns tile 4·blk + w) and up to 4·NT rows of part `part`
-// (the `_wg2` kernels: two side by side over 128 outputs, sharing the B tile, each with its own weights).
+// tiles. A block is one warpgroup over 64 outputs (warp w owns tile 4·blk + w) and up to 4·NT rows of part `part`.
 // A stage: the group's B tile, then its weights, 128 bytes an output (16-byte chunks k at k ^ (output & 1), so a
 // quarter warp's loads hit distinct banks). Stages live in dynamic shared memory (project_wgmma.rs sizes them).
 // Stages: 3 up to 16 rows (12 KB each), 4 for the 64-column build (16 KB each). 27B bf16, call 125, rounds of
@@ -17,22 +16,20 @@
 #define WG_BF16_STAGES 3
 #endif
 #define WG_BF16_N64_STAGES 4
-// With WG warpgroups a block (the `_wg2` kernel), warpgroup w's 64 outputs' weights come w · 8 KB after W.
-template <int NT, int WG = 1>
+template <int NT>
 struct WgBf16Stage {
     static constexpr int ROWS = NT == 8 ? 32 : 16;
     static constexpr int W = ROWS / 16 * WG_TILE;  // offset of the weights
-    static constexpr int BYTES = W + WG * 64 * 128;
+    static constexpr int BYTES = W + 64 * 128;
     static constexpr int PER_THREAD = 2 * (NT < 4 ? 4 : NT);  // a split block's partial sums a thread
 };
 
-template <int NT, int WG = 1>
+template <int NT>
 __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restrict__ w, float* __restrict__ y,
                                                    int rows, int out, int cols, int nw,
                                                    const u32* __restrict__ b_tiles, float* __restrict__ partial,
                                                    u32* __restrict__ tickets, int part) {
-    static_assert(WG == 1 || NT >= 4, "two warpgroups a block are built for 16- and 32-row tiles");
-    typedef WgBf16Stage<NT, WG> St;
+    typedef WgBf16Stage<NT> St;
     constexpr int STAGES = NT == 8 ? WG_BF16_N64_STAGES : WG_BF16_STAGES;
     if (part > 0) {
         const int first = 32 * part;
@@ -42,9 +39,8 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
     }
     DYNAMIC_SMEM(ring);  // STAGES · St::BYTES
     __shared__ int last;
-    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = wg_tid<WG>(tid) >> 5;
-    const int wg = wg_of<WG>(tid), wtid = wg_tid<WG>(tid);
-    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4 * WG, ob = blk * 64 * WG + 64 * wg;
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
+    const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4, ob = blk * 64;
     const int groups = cols / 64;
     const bool split = gridDim.y > 1;
     const int r0 = split ? (int)blockIdx.y : 0;
@@ -58,9 +54,9 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
     int wdst[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const int c = wtid + 128 * i, o = c >> 3, k = c & 7;
+        const int c = tid + 128 * i, o = c >> 3, k = c & 7;
         wsrc[i] = w + (size_t)min(ob + o, out - 1) * cols + k * 8;  // past the last output, the last again
-        wdst[i] = St::W + wg * 64 * 128 + o * 128 + ((k ^ (o & 1)) * 16);
+        wdst[i] = St::W + o * 128 + ((k ^ (o & 1)) * 16);
     }
 #ifdef WG_BF16_BTILE_CG
     constexpr bool L1 = false;
@@ -71,12 +67,11 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         const SmemAddr sa = ring_at + stage * St::BYTES;
         const unsigned char* b = bt + (size_t)G * WG_TILE;
         cp_async16_tile<L1>(sa + tid * 16, b);
-        // One warpgroup copies a 16-row tile in two pieces a thread, two warpgroups in one.
-        if (NT >= 4 && WG == 1) cp_async16_tile<L1>(sa + 2048 + tid * 16, b + 2048);
+        if (NT >= 4) cp_async16_tile<L1>(sa + 2048 + tid * 16, b + 2048);
         if (NT == 8) {
             const unsigned char* b2 = b + (size_t)groups * WG_TILE;  // row block 1
             cp_async16_tile<L1>(sa + 4096 + tid * 16, b2);
-            if (WG == 1) cp_async16_tile<L1>(sa + 6144 + tid * 16, b2 + 2048);
+            cp_async16_tile<L1>(sa + 6144 + tid * 16, b2 + 2048);
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) cp_async16(sa + wdst[i], wsrc[i] + (size_t)G * 64, true);
@@ -103,7 +98,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         unsigned char* st = ring + (j % STAGES) * St::BYTES;
         // Step q = 2jj + h: project_mma_bf16's mma of word 2t + jj, pairs 2h and 2h + 1, outputs g and g + 8.
         u32 a[1][4][4];
-        const unsigned char* wa = st + St::W + wg * 64 * 128 + (16 * warp + g) * 128;
+        const unsigned char* wa = st + St::W + (16 * warp + g) * 128;
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
             const int at = ((2 * t + jj) ^ (g & 1)) * 16;  // outputs o and o + 8 have g's parity
@@ -139,16 +134,14 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         }
     }
     cp_async_wait<0>();
-    wg_finish<NT, 1, St::PER_THREAD, WG>(tot, acc, split, r0, groups, nw, partial, tickets, last, y, rows, out,
-                                         tile0, tiles);
+    wg_finish<NT, 1, St::PER_THREAD>(tot, acc, split, r0, groups, nw, partial, tickets, last, y, rows, out, tile0,
+                                     tiles);
 }
 
 // Up to four bf16 matrices sharing x in one launch, as the 4-bit kernels share them (project_wgmma.cu): 64 outputs
-// a block, stages in dynamic shared memory (held to 4 blocks an SM up to 16 rows, 3 with 32); `_wg2` and `_n64_wg2`:
-// two warpgroups over 128 outputs sharing each group's B tile (16- and 32-row tiles), 2 blocks an SM.
-#define WGMMA_BF16(NT, SUF, BLOCKS) WGMMA_BF16_WG(NT, SUF, BLOCKS, 1)
-#define WGMMA_BF16_WG(NT, SUF, BLOCKS, WG)                                                                        \
-    extern "C" __global__ void __launch_bounds__(128 * WG, BLOCKS) project_wgmma_bf16##SUF(                       \
+// a block, stages in dynamic shared memory (held to 4 blocks an SM up to 16 rows, 3 with 32).
+#define WGMMA_BF16(NT, SUF, BLOCKS)                                                                               \
+    extern "C" __global__ void __launch_bounds__(128, BLOCKS) project_wgmma_bf16##SUF(                            \
         const u16* xh, const u16* xl, const float* xs, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),         \
         int start2, BF16_JOB(3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,      \
         u32* tickets) {                                                                                           \
@@ -157,12 +150,10 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         const int parts = NT == 8 ? (rows + 31) / 32 : 1;                                                         \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
-        project_wgmma_bf16<NT, WG>(ob - job_pick(j, 0, start1, start2, start3), job_pick(j, w0, w1, w2, w3),      \
+        project_wgmma_bf16<NT>(ob - job_pick(j, 0, start1, start2, start3), job_pick(j, w0, w1, w2, w3),          \
                                job_pick(j, y0, y1, y2, y3), rows, job_pick(j, out0, out1, out2, out3), cols, nw,  \
                                b_tiles, partial, tickets, part);                                                  \
     }
 WGMMA_BF16(2, _n16, 4)
 WGMMA_BF16(4, , 4)
 WGMMA_BF16(8, _n64, 3)
-WGMMA_BF16_WG(4, _wg2, 2, 2)
-WGMMA_BF16_WG(8, _n64_wg2, 2, 2)

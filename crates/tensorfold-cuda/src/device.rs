@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 #[path = "device_kernels.rs"]
 mod kernels;
 pub use kernels::kernel_names;
-use kernels::takes_dynamic_smem;
+use kernels::DYNAMIC_SMEM_KERNELS;
 
 /// One kernel argument, passed by value.
 #[derive(Clone, Copy, Debug)]
@@ -140,7 +140,7 @@ impl Dev {
             .max(0) as usize;
         let mut max_dynamic_smem = optin;
         for (name, f) in &funcs {
-            if takes_dynamic_smem(name) {
+            if DYNAMIC_SMEM_KERNELS.iter().any(|p| name.starts_with(p)) {
                 let fixed = f
                     .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
                     .map_err(|e| format!("kernel {name}: static shared memory: {e:?}"))?
@@ -193,8 +193,8 @@ impl Dev {
         self.launch_as(name, None, grid, block, args)
     }
 
-    /// `launch_as` with `smem` bytes of dynamic shared memory (the kernels takes_dynamic_smem names may take up
-    /// to `max_dynamic_smem`).
+    /// `launch_as` with `smem` bytes of dynamic shared memory (kernels in DYNAMIC_SMEM_KERNELS may take up to
+    /// `max_dynamic_smem`).
     pub fn launch_smem(
         &self,
         name: &str,

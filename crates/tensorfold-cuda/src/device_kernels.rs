@@ -2,16 +2,8 @@
 //! shared memory.
 
 /// Name prefixes of the kernels that take dynamic shared memory past the default 48 KB.
-const DYNAMIC_SMEM_KERNELS: &[&str] = &["attn_block_", "project_wgmma_gemm_", "project_wgmma_bf16"];
-
-/// Name suffixes of the other kernels that do (project_wgmma.cu's blocks of two warpgroups).
-const DYNAMIC_SMEM_SUFFIXES: &[&str] = &["_wg2"];
-
-/// Whether kernel `name` takes dynamic shared memory past the default 48 KB, so must ask for it at load.
-pub(super) fn takes_dynamic_smem(name: &str) -> bool {
-    DYNAMIC_SMEM_KERNELS.iter().any(|p| name.starts_with(p))
-        || DYNAMIC_SMEM_SUFFIXES.iter().any(|s| name.ends_with(s))
-}
+pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] =
+    &["attn_block_", "project_wgmma_gemm_", "project_wgmma_bf16"];
 
 /// Every kernel the module must export.
 pub fn kernel_names() -> Vec<String> {
@@ -73,16 +65,14 @@ pub fn kernel_names() -> Vec<String> {
         for g in [1, 2] {
             v.push(format!("project_gemm_a4_g{g}_{dt}"));
         }
-        for suffix in [
-            "", "_n16", "_m1", "_n16_m1", "_n64", "_wg2", "_m1_wg2", "_n64_wg2",
-        ] {
+        for suffix in ["", "_n16", "_m1", "_n16_m1", "_n64"] {
             v.push(format!("project_wgmma_a4_g2_{dt}{suffix}"));
         }
     }
     for nt in [1, 2, 4] {
         v.push(format!("project_mma_bf16_nt{nt}"));
     }
-    for suffix in ["", "_n16", "_n64", "_wg2", "_n64_wg2"] {
+    for suffix in ["", "_n16", "_n64"] {
         v.push(format!("project_wgmma_bf16{suffix}"));
     }
     v.push("project_gemm_bf16".into());
@@ -98,36 +88,4 @@ pub fn kernel_names() -> Vec<String> {
         }
     }
     v
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{kernel_names, takes_dynamic_smem};
-
-    #[test]
-    fn the_wgmma_kernels_of_two_warpgroups_are_built_and_ask_for_dynamic_shared_memory_and_the_others_do_not(
-    ) {
-        let module = kernel_names();
-        for dt in ["f32", "f16", "bf16"] {
-            for two in [
-                format!("project_wgmma_a4_g2_{dt}_wg2"),
-                format!("project_wgmma_a4_g2_{dt}_m1_wg2"),
-                format!("project_wgmma_a4_g2_{dt}_n64_wg2"),
-            ] {
-                assert!(module.contains(&two) && takes_dynamic_smem(&two), "{two}");
-            }
-            let one = format!("project_wgmma_a4_g2_{dt}");
-            assert!(module.contains(&one) && !takes_dynamic_smem(&one), "{one}");
-        }
-        for two in ["project_wgmma_bf16_wg2", "project_wgmma_bf16_n64_wg2"] {
-            assert!(
-                module.contains(&two.to_string()) && takes_dynamic_smem(two),
-                "{two}"
-            );
-        }
-        assert!(
-            takes_dynamic_smem("project_wgmma_bf16_n64")
-                && takes_dynamic_smem("attn_block_d256_q3")
-        );
-    }
 }

@@ -6,7 +6,6 @@
 use super::{job_args, mma_warps, prepared, MAX_JOBS};
 use crate::device::{env_usize, Arg, Dev};
 use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Whether the wgmma kernels may run where the device has them (Dev::wgmma, Hopper): on unless
@@ -25,59 +24,8 @@ const BLOCK_OUTPUTS: usize = 128;
 /// projections of the 27B shape: 320 blocks of 128 outputs for 528 places). `TENSORFOLD_CUDA_WGMMA_M1=0` keeps
 /// blocks of 128 outputs, for same-run comparisons; the bits are the same.
 fn m1_enabled() -> bool {
-    static ENV: OnceLock<bool> = OnceLock::new();
-    held_or(&M1, &ENV, || {
-        std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0")
-    })
-}
-
-/// The self-test's hold on m1_enabled (held_or; its matrices are too small to fill a wave, so would always take
-/// the `_m1` kernels).
-pub(crate) static M1: AtomicU8 = AtomicU8::new(0);
-
-/// Whether rounds of 9 to 64 rows take the `_wg2` kernels: blocks of two warpgroups over twice the outputs, which
-/// share each group's B tile of x. A 16-row 4-bit block of 128 outputs copies as many bytes of x's tile as of codes
-/// per group, so its launches move about as many bytes of x from L2 as of weights (the 16-row gate/up launch: 89 MB
-/// of tiles beside 100 MB of codes and scales), a block of 64 (`_m1`: the down and out projections) twice as many,
-/// a bf16 block of 64 half as many; two warpgroups a tile move half as many again. Off unless
-/// `TENSORFOLD_CUDA_WGMMA_WG2=1` until the H200 times it; the bits are the same either way (each output's groups and
-/// fold are the one-warpgroup kernel's).
-fn wg2_enabled() -> bool {
-    static ENV: OnceLock<bool> = OnceLock::new();
-    held_or(&WG2, &ENV, || {
-        std::env::var("TENSORFOLD_CUDA_WGMMA_WG2").is_ok_and(|v| v == "1")
-    })
-}
-
-/// The self-test's hold on wg2_enabled (held_or).
-pub(crate) static WG2: AtomicU8 = AtomicU8::new(0);
-
-/// A switch the self-test may hold whatever the environment says: `hold` 1 is on, 2 off, anything else the
-/// environment's answer (`read`, asked once into `env`).
-fn held_or(hold: &AtomicU8, env: &OnceLock<bool>, read: impl FnOnce() -> bool) -> bool {
-    match hold.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => *env.get_or_init(read),
-    }
-}
-
-/// Launches of the `_wg2` kernels so far (the self-test checks that its rounds reach them).
-pub(crate) static WG2_LAUNCHES: AtomicUsize = AtomicUsize::new(0);
-
-/// The 4-bit `_wg2` kernels' stages (project_wgmma.cu WG2_STAGES), in dynamic shared memory.
-const WG2_STAGES: usize = 4;
-
-/// A 4-bit `_wg2` stage's bytes (project_wgmma.cu WgStage): the group's B tile (4,096 bytes a 16-row block of x),
-/// then each warpgroup's codes and scales and biases (room for two m64 blocks with 16-row tiles: 4,096 and 1,024; one
-/// with the 64-column build's 32: 2,048 and 512), then the rows' x sums (1,024; 256 in the 64-column build, whose
-/// stage is rounded up to a multiple of 1,024).
-fn a4_wg2_stage_bytes(n64: bool) -> usize {
-    if n64 {
-        (2 * 4096 + 2 * (2048 + 512) + 256usize).div_ceil(1024) * 1024
-    } else {
-        4096 + 2 * (4096 + 1024) + 1024
-    }
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0"))
 }
 
 /// Matrices with fewer outputs keep the decode kernels, unless they share a launch with a larger one
@@ -149,14 +97,11 @@ pub(crate) fn bf16_stages() -> usize {
     })
 }
 
-/// The bf16 kernel's dynamic shared memory, for blocks of `warpgroups` (1 or 2) × 64 outputs: of the 64-column build
-/// (`n64`: two of x's B tiles a stage) or the others.
-fn bf16_smem(n64: bool, warpgroups: usize) -> u32 {
-    let weights = warpgroups * 64 * 128;
+fn bf16_smem(n64: bool) -> u32 {
     if n64 {
-        (BF16_N64_STAGES * (2 * 4096 + weights)) as u32
+        (BF16_N64_STAGES * (2 * 4096 + 64 * 128)) as u32
     } else {
-        (bf16_stages() * (4096 + weights)) as u32
+        (bf16_stages() * (4096 + 64 * 128)) as u32
     }
 }
 
@@ -274,17 +219,11 @@ pub(super) fn project_wgmma(
     } else {
         BLOCK_OUTPUTS
     };
-    // Rounds of 9 to 64 rows (the 32- and 64-column builds) may take blocks of two warpgroups over twice the outputs
-    // (wg2_enabled), 4-bit blocks of half as many outputs too (`_m1_wg2`).
-    let warpgroups: usize = if wg2_enabled() && rows >= 9 { 2 } else { 1 };
-    let m1 = if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
-        "_m1"
+    let name = if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
+        format!("{name}_m1")
     } else {
-        ""
+        name.to_string()
     };
-    let wg2 = if warpgroups == 2 { "_wg2" } else { "" };
-    let name = format!("{name}{m1}{wg2}");
-    let block_outputs = warpgroups * block_outputs;
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
     // alloc_prepared gives every round the wgmma kernel takes room for the B tiles, and the form's writer fills them.
@@ -312,8 +251,7 @@ pub(super) fn project_wgmma(
         tiles,
     ]);
     let grid_x = out_blocks * parts as u32;
-    // A block of two warpgroups counts as the two blocks of one it stands for, so the same launches split.
-    let split = grid_x as usize * warpgroups < split_below(n64);
+    let split = (grid_x as usize) < split_below(n64);
     // The split launch's partial sums (a block's outputs × its rows' room: WgStage::PER_THREAD); unused by a launch
     // of one block per output block, but an argument all the same.
     let room = if n64 { 32 } else { 16 };
@@ -328,16 +266,8 @@ pub(super) fn project_wgmma(
         format!("{name} {}", shapes.join("+"))
     });
     let grid = (grid_x, if split { nw as u32 } else { 1 }, 1);
-    if warpgroups == 2 {
-        WG2_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-    }
-    let smem = match (bf16, warpgroups) {
-        (true, _) => bf16_smem(n64, warpgroups),
-        (false, 2) => (WG2_STAGES * a4_wg2_stage_bytes(n64)) as u32,
-        (false, _) => 0,
-    };
-    let threads = 128 * warpgroups as u32;
-    dev.launch_smem(&name, label.as_deref(), grid, threads, smem, &args);
+    let smem = if bf16 { bf16_smem(n64) } else { 0 };
+    dev.launch_smem(&name, label.as_deref(), grid, 128, smem, &args);
     ys
 }
 

@@ -427,7 +427,6 @@ pub fn run(gpu: &CudaBackend) -> Report {
     }
     if wanted("pairs") {
         pairs::check_pairs(&mut rep, gpu, &mut rng);
-        pairs::check_two_warpgroups(&mut rep, gpu, &mut rng);
     }
     if wanted("prompt") {
         check_prompt_kernel(&mut rep, gpu, &mut rng);

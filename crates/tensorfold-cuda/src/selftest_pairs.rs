@@ -1,9 +1,8 @@
 //! The shared-launch checks of the backend-ops test: matrices sharing an input (project_many) give each output the
-//! bits of its own projection, in the launches expected; and rounds on blocks of two warpgroups give each row its
-//! bits alone.
+//! bits of its own projection, in the launches expected.
 
 use super::{act, affine, dense, Report, Rng};
-use crate::{CudaBackend, CudaMatrix};
+use crate::CudaBackend;
 use tensorfold_backend::Backend;
 use tensorfold_core::{DenseDType, StoredMatrix};
 
@@ -109,111 +108,4 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
             );
         }
     }
-}
-
-/// Rounds of 9 to 16 rows (and for three of the cases, 24 and 40) on the wgmma kernels' blocks of two warpgroups
-/// (`_wg2` in project_wgmma.cu and project_wgmma_bf16.cu), whatever the environment says: each row's outputs bit for
-/// bit those of the row alone (the decode kernels), for a 4-bit matrix of each scale type (35 groups over 8 warps:
-/// residues of 5 and 4 groups), four sharing a launch, and bf16 ones; on a device with the wgmma kernels, the rounds
-/// it takes them for must have reached them. The 4-bit rounds run twice: with blocks of half as many outputs held
-/// off (these launches fill less than a wave, so would take them: `_m1`), so on `_wg2`, then let in, so on
-/// `_m1_wg2`.
-pub(super) fn check_two_warpgroups(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
-    use crate::project::{M1, WG2};
-    use std::sync::atomic::Ordering;
-    let mut cases: Vec<(String, Vec<StoredMatrix>)> =
-        [DenseDType::BF16, DenseDType::F16, DenseDType::F32]
-            .into_iter()
-            .map(|sd| {
-                // bf16 scales: 2,080 outputs, nine blocks of 256, the last partial.
-                let outs = if sd == DenseDType::BF16 { 2080 } else { 1040 };
-                let name = format!("MLX 4-bit g64 {} {outs}x{}", sd.name(), 35 * 64);
-                (name, vec![affine(rng, 4, 64, sd, outs, 35 * 64)])
-            })
-            .collect();
-    let shared = [1040usize, 640, 48, 48].map(|o| affine(rng, 4, 64, DenseDType::BF16, o, 2048));
-    cases.push((
-        "MLX 4-bit g64 bf16 1040+640+48+48 x2048".into(),
-        shared.to_vec(),
-    ));
-    // bf16 weights (their rounds take wgmma from 10 rows): 21 groups over 5 warps, and two sharing a launch.
-    let bf16 = |rng: &mut Rng, o: usize, cols: usize| {
-        dense(DenseDType::BF16, o, cols, &rng.vec(o * cols, 0.5))
-    };
-    cases.push(("bf16 1040x1344".into(), vec![bf16(rng, 1040, 1344)]));
-    let pair = vec![bf16(rng, 1040, 2048), bf16(rng, 1088, 2048)];
-    cases.push(("bf16 1040+1088 x2048".into(), pair));
-    let held = (WG2.swap(1, Ordering::Relaxed), M1.load(Ordering::Relaxed));
-    for (name, ms) in cases {
-        let ws: Vec<_> = ms.iter().map(|m| gpu.matrix(m).expect("upload")).collect();
-        let halves: &[bool] = if name.starts_with("MLX") {
-            &[false, true]
-        } else {
-            &[false]
-        };
-        for &half in halves {
-            M1.store(if half { 1 } else { 2 }, Ordering::Relaxed);
-            let label = if half {
-                format!("{name} (blocks of half)")
-            } else {
-                name.clone()
-            };
-            // Rounds of 24 and 40 rows (the 64-column build; 40 in two parts of 32 rows) for three of the cases.
-            let wide = !half
-                && (name.contains(" F16 ")
-                    || name.contains("1040+640")
-                    || name == "bf16 1040x1344");
-            let row_counts: &[usize] = if wide {
-                &[9, 12, 16, 24, 40]
-            } else {
-                &[9, 12, 16]
-            };
-            for &rows in row_counts {
-                check_round_alone(rep, gpu, rng, &label, &ws, rows);
-            }
-        }
-    }
-    WG2.store(held.0, Ordering::Relaxed);
-    M1.store(held.1, Ordering::Relaxed);
-}
-
-/// One round of `rows` random rows through `ws` in one launch (project_many) against each row alone, bit for bit,
-/// and whether the round took the two-warpgroup kernels where the device has wgmma (WG2 held on by the caller).
-fn check_round_alone(
-    rep: &mut Report,
-    gpu: &CudaBackend,
-    rng: &mut Rng,
-    name: &str,
-    ws: &[CudaMatrix],
-    rows: usize,
-) {
-    use crate::project::WG2_LAUNCHES;
-    use std::sync::atomic::Ordering;
-    let cols = ws[0].cols();
-    let refs: Vec<_> = ws.iter().collect();
-    let x = rng.vec(rows * cols, 1.0);
-    let before = WG2_LAUNCHES.load(Ordering::Relaxed);
-    let ys = gpu.project_many(&act(gpu, rows, cols, &x), &refs);
-    let reached = WG2_LAUNCHES.load(Ordering::Relaxed) - before;
-    let got: Vec<f32> = ys.iter().flat_map(|y| gpu.to_host(y)).collect();
-    let mut want = vec![Vec::new(); ws.len()];
-    for r in 0..rows {
-        let alone = act(gpu, 1, cols, &x[r * cols..(r + 1) * cols]);
-        for (j, w) in ws.iter().enumerate() {
-            want[j].extend(gpu.to_host(&gpu.project(&alone, w)));
-        }
-    }
-    rep.same(
-        &format!("project {name}, {rows} rows on two warpgroups a block == each row alone"),
-        &got,
-        &want.concat(),
-    );
-    let expected = ws
-        .iter()
-        .any(|w| crate::project::takes_wgmma(&gpu.dev, w, rows));
-    rep.same_ids(
-        &format!("project {name}, {rows} rows: launches of two warpgroups a block"),
-        &[reached as u32],
-        &[u32::from(expected)],
-    );
 }
