@@ -27,6 +27,10 @@ status=0
 # keeps each process on one core).
 TENSORFOLD_CUDA_OPS=attention,prompt,pairs,deltanet "$bin" check --device cuda --ops-only > "$emu/attention-ops.log" 2>&1 &
 attention=$!
+# The shared-launch checks again with bf16 rounds on the wgmma kernels from 5 rows (TENSORFOLD_CUDA_WGMMA_MIN_ROWS):
+# their 16-column builds, plain and pipelined, against the decode kernels at 6 and 9 rows.
+TENSORFOLD_CUDA_WGMMA_MIN_ROWS=5 TENSORFOLD_CUDA_OPS=pairs "$bin" check --device cuda --ops-only > "$emu/pairs-few-ops.log" 2>&1 &
+few=$!
 # tiny-mlx-4bit decodes 300 tokens, so its KV page tables grow past their first 16 pages inside recorded rounds;
 # tiny-wrapper-bf16 decodes 48, drafted by its MTP head and not (drafted rounds are trees and windows of rows).
 for case in "tiny-mlx-4bit 300 drafts" "tiny-wrapper-bf16 48 drafts,--no-drafts"; do
@@ -54,6 +58,13 @@ if wait $attention; then
 else
   grep -E "^backend-ops|^FAIL|panicked|error" "$emu/attention-ops.log" | head -20
   echo "FAIL: the attention, prompt-kernel, shared-launch and DeltaNet checks on the emulator"
+  status=1
+fi
+if wait $few; then
+  grep "^backend-ops" "$emu/pairs-few-ops.log"
+else
+  grep -E "^backend-ops|^FAIL|panicked|error" "$emu/pairs-few-ops.log" | head -20
+  echo "FAIL: the shared-launch checks with bf16 rounds on wgmma from 5 rows, on the emulator"
   status=1
 fi
 exit $status

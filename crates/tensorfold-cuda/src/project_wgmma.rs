@@ -6,6 +6,7 @@
 use super::{job_args, mma_warps, prepared, MAX_JOBS};
 use crate::device::{env_usize, Arg, Dev};
 use crate::ops::{blocks, new_act, CudaAct, CudaMatrix};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// Whether the wgmma kernels may run where the device has them (Dev::wgmma, Hopper): on unless
@@ -97,12 +98,31 @@ pub(crate) fn bf16_stages() -> usize {
     })
 }
 
-fn bf16_smem(n64: bool) -> u32 {
+/// Stages of the bf16 kernel's pipelined build up to 16 rows (project_wgmma_bf16.cu WG_BF16_PIPE_STAGES): its copies
+/// run two groups ahead, as the 3 stages of the other build do.
+const BF16_PIPE_STAGES: usize = 4;
+
+fn bf16_smem(n64: bool, pipe: bool) -> u32 {
     if n64 {
         (BF16_N64_STAGES * (2 * 4096 + 64 * 128)) as u32
+    } else if pipe {
+        (BF16_PIPE_STAGES * (4096 + 64 * 128)) as u32
     } else {
         (bf16_stages() * (4096 + 64 * 128)) as u32
     }
+}
+
+/// Set by the backend-ops test to run the pipelined builds beside the others in one process.
+pub(crate) static PIPE_ROUNDS: AtomicBool = AtomicBool::new(false);
+
+/// Whether rounds take the pipelined builds (`_p`, project_wgmma.cu): each block keeps one group's wgmmas running
+/// while it turns its copy ring and unpacks the next group (bf16: 16, 32 and 64 columns; 4-bit: blocks of 64 outputs,
+/// 16 and 32 columns, the 64-column build keeping its own). Off unless `TENSORFOLD_CUDA_WGMMA_PIPE=1`: not yet timed
+/// on the GPU. The bits are the same either way.
+fn pipe_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    PIPE_ROUNDS.load(Ordering::Relaxed)
+        || *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_PIPE").is_ok_and(|v| v == "1"))
 }
 
 /// The suffix of the 64-column build: blocks of 64 outputs always (one m64 block a warpgroup: 32 accumulators a
@@ -154,6 +174,29 @@ fn wgmma_kernel_for(
     })
 }
 
+/// The build of wgmma kernel `name` a launch takes, its outputs a block, and whether it is a pipelined one: blocks
+/// of 64 outputs (`_m1`) for a 4-bit launch of fewer than a wave of blocks of BLOCK_OUTPUTS (`small`); the
+/// pipelined build (`_p`) if `pipe`, of every bf16 kernel and of the 4-bit ones up to 16 rows, whose blocks then have
+/// 64 outputs whatever the launch. The 64-column and bf16 kernels' blocks always have 64.
+fn build(name: &str, small: bool, pipe: bool) -> (String, usize, bool) {
+    let n64 = name.ends_with(N64);
+    let bf16 = name.starts_with("project_wgmma_bf16");
+    let pipe = pipe && (bf16 || !n64);
+    let block_outputs = if n64 || bf16 || pipe || small {
+        BLOCK_OUTPUTS / 2
+    } else {
+        BLOCK_OUTPUTS
+    };
+    let mut name = name.to_string();
+    if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
+        name.push_str("_m1");
+    }
+    if pipe {
+        name.push_str("_p");
+    }
+    (name, block_outputs, pipe)
+}
+
 /// Tickets the split launches count their blocks with (device.rs allocates them zeroed): one per block of
 /// outputs, so a split launch has at most this many.
 pub(crate) const WGMMA_TICKETS: usize = 4096;
@@ -172,9 +215,16 @@ const WAVE: usize = 4 * 132;
 /// when split (call 123).
 const N64_SPLIT_BELOW: usize = 2 * WAVE;
 
+/// Set by the backend-ops test to run launches unsplit (a block walking every residue) beside split ones, as
+/// launches of a wave of blocks or more run.
+pub(crate) static WHOLE_LAUNCHES: AtomicBool = AtomicBool::new(false);
+
 /// Launches of fewer blocks than this split (SPLIT_BELOW, or N64_SPLIT_BELOW for the 64-column build `n64`).
 fn split_below(n64: bool) -> usize {
     static BELOW: OnceLock<Option<usize>> = OnceLock::new();
+    if WHOLE_LAUNCHES.load(Ordering::Relaxed) {
+        return 0;
+    }
     let set = *BELOW.get_or_init(|| env_usize("TENSORFOLD_CUDA_WGMMA_SPLIT"));
     set.unwrap_or(if n64 { N64_SPLIT_BELOW } else { SPLIT_BELOW })
         .min(WGMMA_TICKETS + 1)
@@ -213,17 +263,8 @@ pub(super) fn project_wgmma(
         let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum::<usize>() * parts;
         b * if b < split_below(n64) { nw } else { 1 }
     };
-    // The 64-column and bf16 kernels' blocks have 64 outputs whatever the launch.
-    let block_outputs = if n64 || bf16 || (m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE) {
-        BLOCK_OUTPUTS / 2
-    } else {
-        BLOCK_OUTPUTS
-    };
-    let name = if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
-        format!("{name}_m1")
-    } else {
-        name.to_string()
-    };
+    let small = m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE;
+    let (name, block_outputs, pipe) = build(name, small, pipe_enabled());
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
     // alloc_prepared gives every round the wgmma kernel takes room for the B tiles, and the form's writer fills them.
@@ -266,7 +307,7 @@ pub(super) fn project_wgmma(
         format!("{name} {}", shapes.join("+"))
     });
     let grid = (grid_x, if split { nw as u32 } else { 1 }, 1);
-    let smem = if bf16 { bf16_smem(n64) } else { 0 };
+    let smem = if bf16 { bf16_smem(n64, pipe) } else { 0 };
     dev.launch_smem(&name, label.as_deref(), grid, 128, smem, &args);
     ys
 }
@@ -316,6 +357,28 @@ mod tests {
                             }
                             None => assert!(!takes, "{family} at {rows} rows of {outputs}"),
                         }
+                    }
+                }
+            }
+        }
+        // Every build a launch of each takes exists: blocks of 64 outputs, pipelined or not.
+        for dt in ["f32", "f16", "bf16"] {
+            for columns in ["", "_n16", "_n64"] {
+                for small in [false, true] {
+                    for pipe in [false, true] {
+                        let name = format!("project_wgmma_a4_g2_{dt}{columns}");
+                        let (build, outputs, piped) = super::build(&name, small, pipe);
+                        assert!(module.contains(&build), "{build} is not built");
+                        assert_eq!(piped, pipe && columns != "_n64", "{build}");
+                        assert_eq!(
+                            outputs == 64,
+                            small || piped || columns == "_n64",
+                            "{build}"
+                        );
+                        let bf16 = format!("project_wgmma_bf16{columns}");
+                        let (build, outputs, piped) = super::build(&bf16, small, pipe);
+                        assert!(module.contains(&build), "{build} is not built");
+                        assert_eq!((outputs, piped), (64, pipe), "{build}");
                     }
                 }
             }

@@ -13,6 +13,15 @@ mod mix;
 #[path = "selftest_pairs.rs"]
 mod pairs;
 
+/// `f()` with the test switch `flag` on (a choice of kernels the backend-ops test flips), then off again.
+pub(crate) fn with<T>(flag: &std::sync::atomic::AtomicBool, f: impl FnOnce() -> T) -> T {
+    use std::sync::atomic::Ordering;
+    flag.store(true, Ordering::Relaxed);
+    let r = f();
+    flag.store(false, Ordering::Relaxed);
+    r
+}
+
 /// What the run found: one line per check, and the failures among them.
 #[derive(Default, Debug)]
 pub struct Report {
@@ -427,6 +436,7 @@ pub fn run(gpu: &CudaBackend) -> Report {
     }
     if wanted("pairs") {
         pairs::check_pairs(&mut rep, gpu, &mut rng);
+        pairs::check_pipelined(&mut rep, gpu, &mut rng);
     }
     if wanted("prompt") {
         check_prompt_kernel(&mut rep, gpu, &mut rng);

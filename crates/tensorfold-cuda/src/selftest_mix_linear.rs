@@ -3,9 +3,8 @@
 
 use super::{act, chain, compare, inputs, refs, same_run, scenario, Mix, Row};
 use crate::deltanet::{BATCH_INPUTS, REGISTER_INPUTS, RING_INPUTS, WHOLE_HEADS};
-use crate::selftest::{Report, Rng};
+use crate::selftest::{with, Report, Rng};
 use crate::CudaBackend;
-use std::sync::atomic::{AtomicBool, Ordering};
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_backend::{Backend, LinearParams, LinearSpec};
 
@@ -185,14 +184,6 @@ pub(in crate::selftest) fn check_deltanet(
             &registers,
         );
     }
-}
-
-/// `f()` with the test switch `flag` on.
-fn with<T>(flag: &AtomicBool, f: impl FnOnce() -> T) -> T {
-    flag.store(true, Ordering::Relaxed);
-    let r = f();
-    flag.store(false, Ordering::Relaxed);
-    r
 }
 
 /// A round of two chains, 45 rows in slot 0 and 19 in slot 1, each kept whole: the outputs, then both states.

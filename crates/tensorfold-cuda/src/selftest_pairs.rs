@@ -1,7 +1,8 @@
 //! The shared-launch checks of the backend-ops test: matrices sharing an input (project_many) give each output the
-//! bits of its own projection, in the launches expected.
+//! bits of its own projection, in the launches expected; and the wgmma round kernels' pipelined and unsplit walks
+//! give the bits of the default one.
 
-use super::{act, affine, dense, Report, Rng};
+use super::{act, affine, dense, with, Report, Rng};
 use crate::CudaBackend;
 use tensorfold_backend::Backend;
 use tensorfold_core::{DenseDType, StoredMatrix};
@@ -106,6 +107,66 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
                 &[launches as u32],
                 &[want_launches as u32],
             );
+        }
+    }
+}
+
+/// The wgmma round kernels' pipelined builds (`_p`, project_wgmma.cu) and unsplit launches (a block walks every
+/// residue, as launches of a wave of blocks or more do) against the default build, bit for bit, alone and sharing a
+/// launch: 4-bit g64 with 35 groups over 8 residues (5, 5, 5, 4, …: trips of two groups and an odd one, residues
+/// ending on either group of a trip) and bf16 with 21 over 5, at rounds of 6 to 40 rows (16, 32 and 64 columns;
+/// 40 rows in two parts of 32). On devices without the wgmma kernels every launch is the decode kernels'.
+pub(super) fn check_pipelined(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
+    use crate::project::{PIPE_ROUNDS, WHOLE_LAUNCHES};
+    let cases: Vec<(&str, Vec<StoredMatrix>)> = vec![
+        (
+            "MLX 4-bit g64 bf16 1040x2240",
+            vec![affine(rng, 4, 64, DenseDType::BF16, 1040, 35 * 64)],
+        ),
+        (
+            "bf16 1040x1344",
+            vec![dense(
+                DenseDType::BF16,
+                1040,
+                1344,
+                &rng.vec(1040 * 1344, 0.5),
+            )],
+        ),
+        (
+            "MLX 4-bit g64 f16 1040+48",
+            vec![
+                affine(rng, 4, 64, DenseDType::F16, 1040, 35 * 64),
+                affine(rng, 4, 64, DenseDType::F16, 48, 35 * 64),
+            ],
+        ),
+    ];
+    for (name, ms) in cases {
+        let cols = ms[0].cols();
+        let ws: Vec<_> = ms.iter().map(|m| gpu.matrix(m).expect("upload")).collect();
+        let refs: Vec<_> = ws.iter().collect();
+        for rows in [6usize, 9, 16, 24, 40] {
+            let xa = act(gpu, rows, cols, &rng.vec(rows * cols, 1.0));
+            let run = || -> Vec<f32> {
+                gpu.project_many(&xa, &refs)
+                    .iter()
+                    .flat_map(|y| gpu.to_host(y))
+                    .collect()
+            };
+            let want = run();
+            let piped = with(&PIPE_ROUNDS, run);
+            let whole = with(&WHOLE_LAUNCHES, run);
+            let both = with(&WHOLE_LAUNCHES, || with(&PIPE_ROUNDS, run));
+            for (how, got) in [
+                ("pipelined", piped),
+                ("unsplit", whole),
+                ("pipelined and unsplit", both),
+            ] {
+                rep.same(
+                    &format!("project {name}, {rows} rows: {how} wgmma == default"),
+                    &got,
+                    &want,
+                );
+            }
         }
     }
 }
