@@ -273,19 +273,19 @@ __device__ __forceinline__ void cp_async16_tile(SmemAddr dst, const void* src) {
 }
 
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
-// past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
-template <typename S, int NT, int MT>
+// past L1 unless L1), the codes (past L1: read once), the scales, biases and x sums (4 bytes).
+template <typename S, int NT, int MT, bool L1 = false>
 __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S, MT>& src) {
     using W = WgSources<S, MT>;
     const int tid = threadIdx.x;
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
-    cp_async16_tile(sa + tid * 16, bt);
-    if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
-    if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
+    cp_async16_tile<L1>(sa + tid * 16, bt);
+    if (NT >= 4) cp_async16_tile<L1>(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
+    if (NT == 8) {                                                     // columns 32..63 (rows 16..31)
         const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
-        cp_async16_tile(sa + 4096 + tid * 16, bt2);
-        cp_async16_tile(sa + 6144 + tid * 16, bt2 + 2048);
+        cp_async16_tile<L1>(sa + 4096 + tid * 16, bt2);
+        cp_async16_tile<L1>(sa + 6144 + tid * 16, bt2 + 2048);
     }
     typedef WgStage<NT, MT> St;
 #pragma unroll
@@ -412,6 +412,13 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     }
     constexpr int STAGES = NT == 8 ? WG_N64_STAGES : WG_STAGES;
     constexpr int AHEAD = PIPE ? STAGES - 2 : STAGES - 1;  // groups whose copies are in flight (wg_ring_turn)
+    // The pipelined build's blocks hold 64 outputs, so x's B tile is as many bytes a group as the weights: it
+    // copies it through L1, as the bf16 kernel does (-DWG_PIPE_BTILE_CG keeps it past L1, for a same-run timing).
+#ifdef WG_PIPE_BTILE_CG
+    constexpr bool L1 = false;
+#else
+    constexpr bool L1 = PIPE;
+#endif
     __shared__ __align__(1024) unsigned char ring[STAGES * St::BYTES];
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
@@ -434,7 +441,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
     for (int s = 0; s < AHEAD; ++s) {
         if (s < jobs) {
-            wg_issue<S, NT, MT>(ring + s * St::BYTES, Gi, src);
+            wg_issue<S, NT, MT, L1>(ring + s * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
@@ -446,7 +453,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         for (int nt = 0; nt < NT; ++nt) tot[m][nt][0] = tot[m][nt][1] = acc[m][nt][0] = acc[m][nt][1] = 0.0f;
     auto turn = [&](int j) {
         wg_ring_turn<STAGES, AHEAD>(j, jobs, Gi, ri, nw, groups,
-                                    [&](int stage, int Gn) { wg_issue<S, NT, MT>(ring + stage * St::BYTES, Gn, src); });
+                                    [&](int stage, int Gn) { wg_issue<S, NT, MT, L1>(ring + stage * St::BYTES, Gn, src); });
     };
     auto stage_of = [&](int j) { return ring + (j % STAGES) * St::BYTES; };
     auto stage_at = [&](int j) { return ring_at + (j % STAGES) * St::BYTES; };

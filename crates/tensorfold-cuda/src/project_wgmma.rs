@@ -20,13 +20,27 @@ pub(crate) fn wgmma_switch() -> bool {
 /// half as many.
 const BLOCK_OUTPUTS: usize = 128;
 
-/// Whether launches that fill less than a wave of blocks of BLOCK_OUTPUTS take the `_m1` kernels, whose blocks
-/// compute half as many outputs, so twice as many walk the groups side by side (the 5,120-output down and out
-/// projections of the 27B shape: 320 blocks of 128 outputs for 528 places). `TENSORFOLD_CUDA_WGMMA_M1=0` keeps
-/// blocks of 128 outputs, for same-run comparisons; the bits are the same.
-fn m1_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0"))
+/// Which 4-bit launches take the `_m1` kernels, whose blocks compute half as many outputs, so twice as many walk the
+/// groups side by side: by default those that fill less than a wave of blocks of BLOCK_OUTPUTS (the 5,120-output
+/// down and out projections of the 27B shape: 320 blocks of 128 outputs for 528 places).
+/// `TENSORFOLD_CUDA_WGMMA_M1=0` keeps blocks of 128 outputs, `=all` gives every launch blocks of 64 (as the
+/// pipelined builds have), for same-run comparisons; the bits are the same.
+#[derive(Clone, Copy, PartialEq)]
+enum M1 {
+    Off,
+    Small,
+    All,
+}
+
+fn m1_mode() -> M1 {
+    static MODE: OnceLock<M1> = OnceLock::new();
+    *MODE.get_or_init(
+        || match std::env::var("TENSORFOLD_CUDA_WGMMA_M1").as_deref() {
+            Ok("0") => M1::Off,
+            Ok("all") => M1::All,
+            _ => M1::Small,
+        },
+    )
 }
 
 /// Matrices with fewer outputs keep the decode kernels, unless they share a launch with a larger one
@@ -219,7 +233,8 @@ const N64_SPLIT_BELOW: usize = 2 * WAVE;
 /// launches of a wave of blocks or more run.
 pub(crate) static WHOLE_LAUNCHES: AtomicBool = AtomicBool::new(false);
 
-/// Launches of fewer blocks than this split (SPLIT_BELOW, or N64_SPLIT_BELOW for the 64-column build `n64`).
+/// Launches of fewer blocks than this split (SPLIT_BELOW, or N64_SPLIT_BELOW for the 64-column build and 4-bit blocks
+/// of 64 outputs, `n64`).
 fn split_below(n64: bool) -> usize {
     static BELOW: OnceLock<Option<usize>> = OnceLock::new();
     if WHOLE_LAUNCHES.load(Ordering::Relaxed) {
@@ -263,7 +278,11 @@ pub(super) fn project_wgmma(
         let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum::<usize>() * parts;
         b * if b < split_below(n64) { nw } else { 1 }
     };
-    let small = m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE;
+    let small = match m1_mode() {
+        M1::Off => false,
+        M1::Small => launch_blocks(BLOCK_OUTPUTS) < WAVE,
+        M1::All => true,
+    };
     let (name, block_outputs, pipe) = build(name, small, pipe_enabled());
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
@@ -292,7 +311,11 @@ pub(super) fn project_wgmma(
         tiles,
     ]);
     let grid_x = out_blocks * parts as u32;
-    let split = (grid_x as usize) < split_below(n64);
+    // 4-bit launches of blocks of 64 outputs split below twice a wave of blocks of 128, as the 64-column build's do
+    // (the same blocks an SM hold half the outputs). The small launches that take blocks of 64 by default split
+    // either way (fewer than 132 blocks); a pipelined 16-row gate/up launch (544 blocks) splits instead of running
+    // a wave and 16 blocks of 80 groups.
+    let split = (grid_x as usize) < split_below(n64 || (block_outputs < BLOCK_OUTPUTS && !bf16));
     // The split launch's partial sums (a block's outputs × its rows' room: WgStage::PER_THREAD); unused by a launch
     // of one block per output block, but an argument all the same.
     let room = if n64 { 32 } else { 16 };
