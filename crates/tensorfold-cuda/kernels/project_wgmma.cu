@@ -94,6 +94,12 @@ __device__ __forceinline__ float wg_fresh_zero(float zero) {
 #endif
 }
 
+// A compile-time 0 or 1: which of a pipelined walk's two sets of A fragments a group takes.
+template <int P>
+struct WgParity {
+    static constexpr int value = P;
+};
+
 // Issues d[m] += A[m]·B for the group's four k16 steps and the block's m64 blocks m as one committed wgmma group,
 // without waiting for it (wg_wait does): a[m][q] the A fragment of step q, the B tile at `bt` (`bts` its shared
 // address), NT n-tiles of 8 columns (8: 32 rows, m64n64k16; 4: 16 rows, m64n32k16; 2: 8 rows, m64n16k16).

@@ -149,37 +149,34 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
             if (r != rj) residue_done(rj);
         }
     } else {
-        // Pipelined, two groups a trip (as project_wgmma_a4's): group j's wgmmas run while the warps turn the ring
-        // for group j + 1 and unpack it, whose wgmmas then chain onto the same accumulators (wgmma orders them),
-        // unless residue rj ended at group j: then its chain is waited for first. Two sets of A fragments; the
-        // copies run STAGES − 2 groups ahead. The same steps in the same order: the same bits.
+        // Pipelined, a residue's chain at a time: group j's wgmmas run while the warps turn the ring for group
+        // j + 1 and unpack it, whose wgmmas then chain onto the same accumulators (wgmma orders them), and so on to
+        // the residue's last group, whose chain is then waited for and taken. Two sets of A fragments take turns,
+        // two groups a trip and the odd one after (on every path ptxas then sees a set's group retired, by the
+        // wait after the next issue, before the set is written again; else it serializes every wgmma, C7513); only
+        // wgmmas touch the accumulators inside a residue (else C7514). The copies run STAGES − 2 groups ahead, so
+        // turning the ring never takes the stage of a group still running. The same steps in the same order: the
+        // same bits.
         u32 a[2][1][4][4];
-        int j = 0;
-        for (; j + 1 < jobs; j += 2) {
+        auto step = [&](auto parity, int j) {
+            constexpr int P = decltype(parity)::value;
             turn(j);
-            unpack(stage_of(j), a[0]);
-            wg_group_issue<NT, 1>(d, a[0], stage_of(j), stage_at(j));
-            int rj = next();
-            if (r != rj) {
-                wg_wait<0, NT, 1>(d);
-                residue_done(rj);
-                wg_pin(d);  // the +0s are in before the next group's fence
+            unpack(stage_of(j), a[P]);
+            wg_group_issue<NT, 1, false>(d, a[P], stage_of(j), stage_at(j));
+            wg_wait_group<1>();  // group j − 1 has finished: its A fragments are free
+            wg_hold<1>(a[1 - P]);
+        };
+        wg_pin(d);  // the +0s are in before the first fence
+        for (int j = 0, rr = r0; j < jobs; ++rr) {
+            const int end = j + (split ? jobs : (groups - 1 - rr) / nw + 1);  // residue rr's last job, + 1
+            for (; j + 1 < end; j += 2) {
+                step(WgParity<0>(), j);
+                step(WgParity<1>(), j + 1);
             }
-            turn(j + 1);
-            unpack(stage_of(j + 1), a[1]);
-            wg_group_issue<NT, 1, false>(d, a[1], stage_of(j + 1), stage_at(j + 1));
+            if (j < end) step(WgParity<0>(), j++);
             wg_wait<0, NT, 1>(d);
-            wg_hold<1>(a[0]);
-            wg_hold<1>(a[1]);
-            rj = next();
-            if (r != rj) residue_done(rj);
-        }
-        if (j < jobs) {
-            turn(j);
-            unpack(stage_of(j), a[0]);
-            wg_group_mma<NT, 1>(d, a[0], stage_of(j), stage_at(j));
-            const int rj = next();
-            if (r != rj) residue_done(rj);
+            residue_done(rr);
+            wg_pin(d);
         }
     }
     cp_async_wait<0>();
