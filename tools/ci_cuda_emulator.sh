@@ -53,18 +53,16 @@ for case in "tiny-mlx-4bit 300 drafts" "tiny-wrapper-bf16 48 drafts,--no-drafts"
     status=1
   fi
 done
-if wait $attention; then
-  grep "^backend-ops" "$emu/attention-ops.log"
-else
-  grep -E "^backend-ops|^FAIL|panicked|error" "$emu/attention-ops.log" | head -20
-  echo "FAIL: the attention, prompt-kernel, shared-launch and DeltaNet checks on the emulator"
-  status=1
-fi
-if wait $few; then
-  grep "^backend-ops" "$emu/pairs-few-ops.log"
-else
-  grep -E "^backend-ops|^FAIL|panicked|error" "$emu/pairs-few-ops.log" | head -20
-  echo "FAIL: the shared-launch checks with bf16 rounds on wgmma from 5 rows, on the emulator"
-  status=1
-fi
+# `waited PID LOG WHAT`: the backend-ops run PID's result from LOG, or its failures and a FAIL line naming WHAT.
+waited() {
+  if wait "$1"; then
+    grep "^backend-ops" "$2"
+  else
+    grep -E "^backend-ops|^FAIL|panicked|error" "$2" | head -20
+    echo "FAIL: $3 on the emulator"
+    status=1
+  fi
+}
+waited $attention "$emu/attention-ops.log" "the attention, prompt-kernel, shared-launch and DeltaNet checks"
+waited $few "$emu/pairs-few-ops.log" "the shared-launch checks with bf16 rounds on wgmma from 5 rows"
 exit $status

@@ -32,6 +32,15 @@ rounds() {  # rounds NAME MODEL ROWS ENV...: one quick bench of rounds of ROWS u
     --prefill-lens 64 --round-rows "$rows"
   grep -hE "round of" "$OUT/$name.log" | cut -c1-62 | sed "s/^/$name /"
 }
+sweeps() {  # sweeps NAME MODEL: the whole bench (decode, rounds, a 2k prefill, aggregate decode) pipelining off, on
+  local v e
+  for v in off on; do
+    e=(X=1); [ $v = on ] && e=("${PIPE[@]}")
+    step sweep-$1-$v 60 env "${e[@]}" "$BIN" bench --device cuda --model "$2" --decode-tokens 32 --repeat 1 \
+      --prefill-lens 2048
+    grep -E "^\|" "$OUT/sweep-$1-$v.log" | cut -c1-100 | sed "s/^/sweep-$1-$v /"
+  done
+}
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out /dev/shm/s27m4
 # 4-bit pipelined launches have blocks of 64 outputs (_m1) and copy x's B tiles through L1: M1=all gives the default
 # build the same blocks, and -DWG_PIPE_BTILE_CG (its own cubin) the pipelined one the default's copies past L1, so
@@ -48,12 +57,7 @@ for v in off on; do
     --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
   grep -E "project_wgmma" "$OUT/prof16-$v.log" | head -6 | sed "s/^/prof16-$v /"
 done
-for v in off on; do
-  e=(X=1); [ $v = on ] && e=("${PIPE[@]}")
-  step sweep-m4-$v 60 env "${e[@]}" "$BIN" bench --device cuda --model /dev/shm/s27m4 --decode-tokens 32 --repeat 1 \
-    --prefill-lens 2048
-  grep -E "^\|" "$OUT/sweep-m4-$v.log" | cut -c1-100 | sed "s/^/sweep-m4-$v /"
-done
+sweeps m4 /dev/shm/s27m4
 rm -rf /dev/shm/s27m4
 step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out /dev/shm/s27b
 for r in 1 2; do
@@ -65,12 +69,7 @@ for v in off on; do
   rounds bf-few5-$v /dev/shm/s27b 1,5,6,8,9 TENSORFOLD_CUDA_WGMMA_MIN_ROWS=5 "${e[@]}"
 done
 rounds bf-few10 /dev/shm/s27b 1,5,6,8,9 X=1
-for v in off on; do
-  e=(X=1); [ $v = on ] && e=("${PIPE[@]}")
-  step sweep-bf16-$v 60 env "${e[@]}" "$BIN" bench --device cuda --model /dev/shm/s27b --decode-tokens 32 --repeat 1 \
-    --prefill-lens 2048
-  grep -E "^\|" "$OUT/sweep-bf16-$v.log" | cut -c1-100 | sed "s/^/sweep-bf16-$v /"
-done
+sweeps bf16 /dev/shm/s27b
 rm -rf /dev/shm/s27b
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 step memcheck-4bit-pipe 90 env "${FEW[@]}" "${PIPE[@]}" "$cs" --print-limit 10 "$BIN" check --device cuda \
