@@ -596,7 +596,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #endif
 #define WG_MIN_BLOCKS(NT, MT, PIPE) (PIPE ? WG_PIPE_MIN_BLOCKS(NT) : NT == 8 ? WG_N64_BLOCKS : MT == 1 ? 5 : 4)
 #define WGMMA_A4(NAME, S, NT, MT, SUF, PIPE)                                                                      \
-    extern "C" __global__ void __launch_bounds__(128, WG_MIN_BLOCKS(NT, MT, PIPE))                                 \
+    extern "C" __global__ void __launch_bounds__(128, WG_MIN_BLOCKS(NT, MT, PIPE))                                \
         project_wgmma_a4_g2_##NAME##SUF(                                                                          \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
@@ -605,15 +605,16 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
-        project_wgmma_a4<S, NT, MT, PIPE>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                      \
+        project_wgmma_a4<S, NT, MT, PIPE>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                \
                                     job_pick(j, codes0, codes1, codes2, codes3),                                  \
                                     job_pick(j, scales0, scales1, scales2, scales3),                              \
                                     job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), \
                                     rows, job_pick(j, out0, out1, out2, out3), cols, nw, b_tiles, partial,        \
                                     tickets, part);                                                               \
     }
-#define WGMMA_A4_ALL(NT, MT, SUF, PIPE)                                                          \
-    WGMMA_A4(f32, F32T, NT, MT, SUF, PIPE) WGMMA_A4(f16, F16T, NT, MT, SUF, PIPE) WGMMA_A4(bf16, BF16T, NT, MT, SUF, PIPE)
+#define WGMMA_A4_ALL(NT, MT, SUF, PIPE)                                            \
+    WGMMA_A4(f32, F32T, NT, MT, SUF, PIPE) WGMMA_A4(f16, F16T, NT, MT, SUF, PIPE) \
+    WGMMA_A4(bf16, BF16T, NT, MT, SUF, PIPE)
 WGMMA_A4_ALL(4, 2, , false)
 WGMMA_A4_ALL(2, 2, _n16, false)
 WGMMA_A4_ALL(4, 1, _m1, false)

@@ -186,7 +186,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
 
 // Up to four bf16 matrices sharing x in one launch, as the 4-bit kernels share them (project_wgmma.cu): 64 outputs
 // a block, stages in dynamic shared memory (held to 4 blocks an SM up to 16 rows, 3 with 32).
-#define WGMMA_BF16(NT, SUF, BLOCKS, PIPE)                                                                               \
+#define WGMMA_BF16(NT, SUF, BLOCKS, PIPE)                                                                         \
     extern "C" __global__ void __launch_bounds__(128, BLOCKS) project_wgmma_bf16##SUF(                            \
         const u16* xh, const u16* xl, const float* xs, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),         \
         int start2, BF16_JOB(3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,      \
@@ -196,7 +196,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         const int parts = NT == 8 ? (rows + 31) / 32 : 1;                                                         \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
-        project_wgmma_bf16<NT, PIPE>(ob - job_pick(j, 0, start1, start2, start3), job_pick(j, w0, w1, w2, w3),          \
+        project_wgmma_bf16<NT, PIPE>(ob - job_pick(j, 0, start1, start2, start3), job_pick(j, w0, w1, w2, w3),    \
                                job_pick(j, y0, y1, y2, y3), rows, job_pick(j, out0, out1, out2, out3), cols, nw,  \
                                b_tiles, partial, tickets, part);                                                  \
     }
