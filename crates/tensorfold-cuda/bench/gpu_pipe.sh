@@ -41,6 +41,15 @@ sweeps() {  # sweeps NAME MODEL: the whole bench (decode, rounds, a 2k prefill, 
     grep -E "^\|" "$OUT/sweep-$1-$v.log" | cut -c1-100 | sed "s/^/sweep-$1-$v /"
   done
 }
+profiles() {  # profiles NAME MODEL: the event profile of 16-row rounds, pipelining off and on
+  local v e
+  for v in off on; do
+    e=(X=1); [ $v = on ] && e=("${PIPE[@]}")
+    step prof16-$1-$v 30 env "${e[@]}" TENSORFOLD_CUDA_PROFILE=1 "$BIN" bench --device cuda --model "$2" \
+      --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
+    grep -E "project_wgmma" "$OUT/prof16-$1-$v.log" | head -6 | sed "s/^/prof16-$1-$v /"
+  done
+}
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out /dev/shm/s27m4
 # 4-bit pipelined launches have blocks of 64 outputs (_m1) and copy x's B tiles through L1: M1=all gives the default
 # build the same blocks, and -DWG_PIPE_BTILE_CG (its own cubin) the pipelined one the default's copies past L1, so
@@ -51,12 +60,7 @@ for r in 1 2; do
   rounds m4-on-$r /dev/shm/s27m4 1,5,8,9,16 "${PIPE[@]}"
   rounds m4-oncg-$r /dev/shm/s27m4 1,5,8,9,16 "${PIPE[@]}" TENSORFOLD_CUDA_DEFINES=-DWG_PIPE_BTILE_CG
 done
-for v in off on; do
-  e=(X=1); [ $v = on ] && e=("${PIPE[@]}")
-  step prof16-$v 30 env "${e[@]}" TENSORFOLD_CUDA_PROFILE=1 "$BIN" bench --device cuda --model /dev/shm/s27m4 \
-    --quick --decode-tokens 4 --repeat 1 --prefill-lens 64 --round-rows 16
-  grep -E "project_wgmma" "$OUT/prof16-$v.log" | head -6 | sed "s/^/prof16-$v /"
-done
+profiles m4 /dev/shm/s27m4
 sweeps m4 /dev/shm/s27m4
 rm -rf /dev/shm/s27m4
 step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out /dev/shm/s27b
@@ -64,6 +68,7 @@ for r in 1 2; do
   rounds bf-off-$r /dev/shm/s27b 1,10,12,16,32,64 X=1
   rounds bf-on-$r /dev/shm/s27b 1,10,12,16,32,64 "${PIPE[@]}"
 done
+profiles bf16 /dev/shm/s27b
 for v in off on; do
   e=(X=1); [ $v = on ] && e=("${PIPE[@]}")
   rounds bf-few5-$v /dev/shm/s27b 1,5,6,8,9 TENSORFOLD_CUDA_WGMMA_MIN_ROWS=5 "${e[@]}"
