@@ -313,8 +313,9 @@ pub(super) fn project_wgmma(
     let grid_x = out_blocks * parts as u32;
     // 4-bit launches of blocks of 64 outputs split below twice a wave of blocks of 128, as the 64-column build's do
     // (the same blocks an SM hold half the outputs). The small launches that take blocks of 64 by default split
-    // either way (fewer than 132 blocks); a pipelined 16-row gate/up launch (544 blocks) splits instead of running
-    // a wave and 16 blocks of 80 groups.
+    // either way: they have fewer than 2·WAVE/nw blocks, under WAVE for nw ≥ 2, and with nw = 1 a split launch is
+    // an unsplit one (one residue). A pipelined 16-row gate/up launch (544 blocks) splits instead of running a wave
+    // and 16 blocks of 80 groups.
     let split = (grid_x as usize) < split_below(n64 || (block_outputs < BLOCK_OUTPUTS && !bf16));
     // The split launch's partial sums (a block's outputs × its rows' room: WgStage::PER_THREAD); unused by a launch
     // of one block per output block, but an argument all the same.
