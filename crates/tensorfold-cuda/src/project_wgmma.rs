@@ -61,9 +61,9 @@ fn min_outputs() -> usize {
 const MIN_ROWS: usize = 5;
 
 /// bf16 matrices take it from more rows: their decode kernels' rounds of up to 8 rows cost little more than one row
-/// (27B bf16, call 124: 8 rows 17.1 ms on them against 22.0 on wgmma, 9 rows 23.6 against 24.2, 16 rows 27.4
-/// against 25.1).
-const BF16_MIN_ROWS: usize = 10;
+/// (27B bf16, call 129, the rounds' x tiles through L1: 5 / 8 rows 16.5 / 17.1 ms on them against 18.1 / 18.3 on
+/// wgmma), but 9 rows cost them 23.7 ms against 18.9 on wgmma (one run each).
+const BF16_MIN_ROWS: usize = 9;
 
 /// The fewest rows of the rounds of bf16 (`bf16`) or 4-bit matrices the wgmma kernel takes;
 /// `TENSORFOLD_CUDA_WGMMA_MIN_ROWS` sets both formats'.
