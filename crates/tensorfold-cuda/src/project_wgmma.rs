@@ -131,8 +131,9 @@ pub(crate) static PIPE_ROUNDS: AtomicBool = AtomicBool::new(false);
 
 /// Whether rounds take the pipelined builds (`_p`, project_wgmma.cu): each block keeps one group's wgmmas running
 /// while it turns its copy ring and unpacks the next group (bf16: 16, 32 and 64 columns; 4-bit: blocks of 64 outputs,
-/// 16 and 32 columns, the 64-column build keeping its own). Off unless `TENSORFOLD_CUDA_WGMMA_PIPE=1`: not yet timed
-/// on the GPU. The bits are the same either way.
+/// 16 and 32 columns, the 64-column build keeping its own). Off unless `TENSORFOLD_CUDA_WGMMA_PIPE=1`: on the H200 they
+/// were slower at 5 to 16 rows (call 129: 27B bf16 16-row rounds 21.6 ms against 19.6, 27B MLX4 14.4 against 12.6)
+/// and faster only for bf16 at 32 rows. The bits are the same either way.
 fn pipe_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     PIPE_ROUNDS.load(Ordering::Relaxed)
