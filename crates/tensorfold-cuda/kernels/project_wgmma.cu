@@ -31,8 +31,7 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 }
 #endif
 
-// Waits until at most N of this warp's committed wgmma groups are still running, then pins `d`, the accumulators of
-// a group that has finished: the compiler must not read them before the wait.
+// Waits until at most N of this warp's committed wgmma groups are still running.
 template <int N>
 __device__ __forceinline__ void wg_wait_group() {
 #if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -55,14 +54,12 @@ __device__ __forceinline__ void wg_pin(float (&d)[MT][NT][4]) {
 #endif
 }
 
+// wg_wait_group, then pins `d`, the accumulators of a group that has finished: the compiler must not read them
+// before the wait.
 template <int N, int NT, int MT>
 __device__ __forceinline__ void wg_wait(float (&d)[MT][NT][4]) {
     wg_wait_group<N>();
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     wg_pin<NT, MT>(d);
-#else
-    (void)d;
-#endif
 }
 
 // Keeps the A fragments of a group still running alive until here: the wgmma reads its A registers while it runs
