@@ -28,7 +28,7 @@ status=0
 TENSORFOLD_CUDA_OPS=attention,prompt,pairs,deltanet "$bin" check --device cuda --ops-only > "$emu/attention-ops.log" 2>&1 &
 attention=$!
 # The shared-launch checks again with bf16 rounds on the wgmma kernels from 5 rows (TENSORFOLD_CUDA_WGMMA_MIN_ROWS):
-# their 16-column builds, plain and pipelined, against the decode kernels at 6 and 9 rows.
+# their 16-column builds against the decode kernels at 6 and 9 rows, split and unsplit.
 TENSORFOLD_CUDA_WGMMA_MIN_ROWS=5 TENSORFOLD_CUDA_OPS=pairs "$bin" check --device cuda --ops-only > "$emu/pairs-few-ops.log" 2>&1 &
 few=$!
 # tiny-mlx-4bit decodes 300 tokens, so its KV page tables grow past their first 16 pages inside recorded rounds;

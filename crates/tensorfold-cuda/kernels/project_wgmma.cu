@@ -31,82 +31,12 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 }
 #endif
 
-// Waits until at most N of this warp's committed wgmma groups are still running.
-template <int N>
-__device__ __forceinline__ void wg_wait_group() {
-#if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-
-// Pins accumulators: the compiler may neither move their writes below this point nor their reads above it.
+// d[m] += A[m]·B for the group's four k16 steps and the block's m64 blocks m: a[m][q] the A fragment of step q,
+// the B tile at `bt` (`bts` its shared address), NT n-tiles of 8 columns (8: 32 rows, m64n64k16; 4: 16 rows,
+// m64n32k16; 2: 8 rows, m64n16k16). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
 template <int NT, int MT>
-__device__ __forceinline__ void wg_pin(float (&d)[MT][NT][4]) {
-#if !defined(TF_EMU)
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
-#else
-    (void)d;
-#endif
-}
-
-// wg_wait_group, then pins `d`, the accumulators of a group that has finished: the compiler must not read them
-// before the wait.
-template <int N, int NT, int MT>
-__device__ __forceinline__ void wg_wait(float (&d)[MT][NT][4]) {
-    wg_wait_group<N>();
-    wg_pin<NT, MT>(d);
-}
-
-// Keeps the A fragments of a group still running alive until here: the wgmma reads its A registers while it runs
-// (calls 114-121), so the compiler must not give them to other values before the wait that follows its issue.
-template <int MT>
-__device__ __forceinline__ void wg_hold(u32 (&a)[MT][4][4]) {
-#if !defined(TF_EMU)
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) asm volatile("" ::"r"(a[m][q][k]) : "memory");
-#else
-    (void)a;
-#endif
-}
-
-// `zero` copied by an instruction of its own. Left to itself, the compiler keeps the +0 in one accumulator and copies
-// it to the others; in the pipelined walk ptxas then sees a register a wgmma wrote read while another group runs,
-// and waits for that group first (C7517).
-__device__ __forceinline__ float wg_fresh_zero(float zero) {
-#ifdef TF_EMU
-    return zero;
-#else
-    float v;
-    asm volatile("mov.b32 %0, %1;" : "=f"(v) : "f"(zero));
-    return v;
-#endif
-}
-
-// A compile-time 0 or 1: which of a pipelined walk's two sets of A fragments a group takes.
-template <int P>
-struct WgParity {
-    static constexpr int value = P;
-};
-
-// Issues d[m] += A[m]·B for the group's four k16 steps and the block's m64 blocks m as one committed wgmma group,
-// without waiting for it (wg_wait does): a[m][q] the A fragment of step q, the B tile at `bt` (`bts` its shared
-// address), NT n-tiles of 8 columns (8: 32 rows, m64n64k16; 4: 16 rows, m64n32k16; 2: 8 rows, m64n16k16).
-// d[m][nt] is the C fragment of n-tile nt, as mma.sync's. Until the wait, the wgmmas read `a` and the B tile and
-// write `d`: nothing may touch them. (The emulator computes the group here, at once.)
-// PIN_D false: `d` is the accumulator of a chain whose previous group may still be running (the bf16 kernel's
-// pipelined walk), so it is not pinned here: reading it before that group's wait makes ptxas wait for it.
-template <int NT, int MT, bool PIN_D = true>
-__device__ __forceinline__ void wg_group_issue(float (&d)[MT][NT][4], u32 (&a)[MT][4][4],
-                                               const unsigned char* bt, SmemAddr bts) {
+__device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT][4][4],
+                                             const unsigned char* bt, SmemAddr bts) {
 #ifdef TF_EMU
     // The emulator feeds each n-tile to its mma.sync model with the B words mma.sync's lanes would hold.
     (void)bts;
@@ -124,7 +54,12 @@ __device__ __forceinline__ void wg_group_issue(float (&d)[MT][NT][4], u32 (&a)[M
     // The accumulators and A fragments are pinned before the fence and the accumulators again after the wait:
     // the compiler must neither move their writes past the fence nor read the results before the wait (the
     // probe's ordering).
-    if constexpr (PIN_D) wg_pin<NT, MT>(d);
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -177,18 +112,17 @@ __device__ __forceinline__ void wg_group_issue(float (&d)[MT][NT][4], u32 (&a)[M
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
 #else
     (void)d; (void)a; (void)bt; (void)bts;
     __trap();
 #endif
-}
-
-// A group's wgmmas, waited for: d[m] += A[m]·B (wg_group_issue), the A registers free again on return.
-template <int NT, int MT>
-__device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT][4][4],
-                                             const unsigned char* bt, SmemAddr bts) {
-    wg_group_issue<NT, MT>(d, a, bt, bts);
-    wg_wait<0, NT, MT>(d);
 }
 
 // A stage of the block's copy ring: one group's B tile (of 32 rows: x's two 16-row tiles side by side, the second's
@@ -276,19 +210,19 @@ __device__ __forceinline__ void cp_async16_tile(SmemAddr dst, const void* src) {
 }
 
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
-// past L1 unless L1), the codes (past L1: read once), the scales, biases and x sums (4 bytes).
-template <typename S, int NT, int MT, bool L1 = false>
+// past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
+template <typename S, int NT, int MT>
 __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S, MT>& src) {
     using W = WgSources<S, MT>;
     const int tid = threadIdx.x;
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
-    cp_async16_tile<L1>(sa + tid * 16, bt);
-    if (NT >= 4) cp_async16_tile<L1>(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
-    if (NT == 8) {                                                     // columns 32..63 (rows 16..31)
+    cp_async16_tile(sa + tid * 16, bt);
+    if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
+    if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
         const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
-        cp_async16_tile<L1>(sa + 4096 + tid * 16, bt2);
-        cp_async16_tile<L1>(sa + 6144 + tid * 16, bt2 + 2048);
+        cp_async16_tile(sa + 4096 + tid * 16, bt2);
+        cp_async16_tile(sa + 6144 + tid * 16, bt2 + 2048);
     }
     typedef WgStage<NT, MT> St;
 #pragma unroll
@@ -309,20 +243,17 @@ __device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
 }
 
 // The ring's turn before group j of `jobs`: once this thread's copies of group j have landed and every warp is done
-// with the stage of group j + AHEAD − STAGES, that stage takes the copies AHEAD groups ahead (issue(stage, G), the
-// copies' cursor Gi, ri moving on). AHEAD is STAGES − 1 where each group's wgmmas are waited for before the next
-// turn (group j − 1's stage is free), STAGES − 2 in the pipelined walk (group j − 1's wgmmas may still be reading
-// their stage; group j − 2's have finished). The prologue issues the first AHEAD groups.
-template <int STAGES, int AHEAD = STAGES - 1, typename Issue>
+// with group j − 1's stage, that stage takes the copies STAGES − 1 groups ahead (issue(stage, G), the copies'
+// cursor Gi, ri moving on).
+template <int STAGES, typename Issue>
 __device__ __forceinline__ void wg_ring_turn(int j, int jobs, int& Gi, int& ri, int nw, int groups, Issue issue) {
-    static_assert(AHEAD >= 1 && AHEAD < STAGES, "copies ahead of the math");
-    cp_async_wait<AHEAD - 1>();  // this thread's copies of group j have landed
+    cp_async_wait<STAGES - 2>();  // this thread's copies of group j have landed
 #ifndef TF_EMU
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the tile is wgmma's (async proxy) to read
 #endif
-    __syncthreads();  // every thread's copies of group j are in; every warp is done with the stage taken below
-    if (j + AHEAD < jobs) {
-        issue((j + AHEAD) % STAGES, Gi);
+    __syncthreads();  // every thread's copies of group j are in; every warp is done with group j − 1's stage
+    if (j + STAGES - 1 < jobs) {
+        issue((j + STAGES - 1) % STAGES, Gi);
         wg_next(Gi, ri, nw, groups);
     }
     cp_async_commit();
@@ -398,7 +329,7 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
 // finish (a ticket each) adds them in residue order and writes y, then resets its ticket for the next launch.
 // Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
 // added in order.
-template <typename S, int NT, int MT, bool PIPE>
+template <typename S, int NT, int MT>
 __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict__ xh, const u16* __restrict__ xl,
                                                  const float* __restrict__ xs, const u32* __restrict__ codes,
                                                  const typename S::raw* __restrict__ scales,
@@ -414,14 +345,6 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         rows -= first;
     }
     constexpr int STAGES = NT == 8 ? WG_N64_STAGES : WG_STAGES;
-    constexpr int AHEAD = PIPE ? STAGES - 2 : STAGES - 1;  // groups whose copies are in flight (wg_ring_turn)
-    // The pipelined build's blocks hold 64 outputs, so x's B tile is as many bytes a group as the weights: it
-    // copies it through L1, as the bf16 kernel does (-DWG_PIPE_BTILE_CG keeps it past L1, for a same-run timing).
-#ifdef WG_PIPE_BTILE_CG
-    constexpr bool L1 = false;
-#else
-    constexpr bool L1 = PIPE;
-#endif
     __shared__ __align__(1024) unsigned char ring[STAGES * St::BYTES];
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3, warp = tid >> 5;
@@ -442,9 +365,9 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const WgSources<S, MT> src = wg_sources<S, NT, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
     int Gi = r0, ri = r0;  // the copies' cursor
 #pragma unroll
-    for (int s = 0; s < AHEAD; ++s) {
+    for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
-            wg_issue<S, NT, MT, L1>(ring + s * St::BYTES, Gi, src);
+            wg_issue<S, NT, MT>(ring + s * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
@@ -454,15 +377,13 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) tot[m][nt][0] = tot[m][nt][1] = acc[m][nt][0] = acc[m][nt][1] = 0.0f;
-    auto turn = [&](int j) {
-        wg_ring_turn<STAGES, AHEAD>(j, jobs, Gi, ri, nw, groups,
-                                    [&](int stage, int Gn) { wg_issue<S, NT, MT, L1>(ring + stage * St::BYTES, Gn, src); });
-    };
-    auto stage_of = [&](int j) { return ring + (j % STAGES) * St::BYTES; };
-    auto stage_at = [&](int j) { return ring_at + (j % STAGES) * St::BYTES; };
-    // The group's A fragments from the codes of stage `st`, and its accumulators' +0s.
-    // Step q = 2j + h of m64 block m: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]).
-    auto unpack = [&](const unsigned char* st, u32 (&a)[MT][4][4], float (&d)[MT][NT][4]) {
+    int G = r0, r = r0;  // the math's cursor
+    for (int j = 0; j < jobs; ++j) {
+        wg_ring_turn<STAGES>(j, jobs, Gi, ri, nw, groups,
+                             [&](int stage, int Gn) { wg_issue<S, NT, MT>(ring + stage * St::BYTES, Gn, src); });
+        unsigned char* st = ring + (j % STAGES) * St::BYTES;
+        // Step q = 2j + h of m64 block m: project_stream's mma_bf16(pg[2h], pg8[2h], pg[2h + 1], pg8[2h + 1]).
+        u32 a[MT][4][4];
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
             const unsigned char* cw = st + St::CODES + (4 * m + warp) * 512;
@@ -481,16 +402,16 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
                     a[m][2 * jj + h][3] = pg8[2 * h + 1];
                 }
             }
+        }
+        float d[MT][NT][4];
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                for (int k = 0; k < 4; ++k) d[m][nt][k] = PIPE ? wg_fresh_zero(zero) : zero;
-        }
-    };
-    int G = r0, r = r0;  // the math's cursor
-    // project_stream_a4's group end for the group the math's cursor is at, whose stage is `st` and wgmma sums `d`:
-    // x's group sums, the scale and centred bias fmas; then the cursor moves on.
-    auto fold = [&](const unsigned char* st, const float (&d)[MT][NT][4]) {
+                for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
+        wg_group_mma<NT, MT>(d, a, st, ring_at + (j % STAGES) * St::BYTES);
+        // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
         const float* xsum = reinterpret_cast<const float*>(st + St::XSUMS);
         float sx[NT];  // row nt·TILE_ROWS + t's sum over the group
 #pragma unroll
@@ -527,46 +448,6 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
                         acc[m][nt][i] = 0.0f;
                     }
         }
-    };
-    if constexpr (!PIPE) {
-        for (int j = 0; j < jobs; ++j) {
-            turn(j);
-            u32 a[MT][4][4];
-            float d[MT][NT][4];
-            unpack(stage_of(j), a, d);
-            wg_group_mma<NT, MT>(d, a, stage_of(j), stage_at(j));
-            fold(stage_of(j), d);
-        }
-    } else {
-        // Pipelined, two groups a trip: group j's wgmmas run while the warps turn the ring for group j + 1 and
-        // unpack it, group j + 1's while they fold group j; so two sets of A fragments and accumulators, and the
-        // copies run STAGES − 2 groups ahead (turning the ring for j + 1 must not take group j's stage). Nothing
-        // is in flight from one trip to the next: across the loop's back edge ptxas cannot tell which group a wait
-        // retires, and serializes every wgmma (C7514). The same groups, steps and folds in the same order: the
-        // same bits.
-        u32 a[2][MT][4][4];
-        float d[2][MT][NT][4];
-        int j = 0;
-        for (; j + 1 < jobs; j += 2) {
-            turn(j);
-            unpack(stage_of(j), a[0], d[0]);
-            wg_group_issue<NT, MT>(d[0], a[0], stage_of(j), stage_at(j));
-            turn(j + 1);
-            unpack(stage_of(j + 1), a[1], d[1]);
-            wg_group_issue<NT, MT>(d[1], a[1], stage_of(j + 1), stage_at(j + 1));
-            wg_wait<1, NT, MT>(d[0]);  // group j has finished
-            wg_hold<MT>(a[0]);
-            fold(stage_of(j), d[0]);
-            wg_wait<0, NT, MT>(d[1]);
-            wg_hold<MT>(a[1]);
-            fold(stage_of(j + 1), d[1]);
-        }
-        if (j < jobs) {
-            turn(j);
-            unpack(stage_of(j), a[0], d[0]);
-            wg_group_mma<NT, MT>(d[0], a[0], stage_of(j), stage_at(j));
-            fold(stage_of(j), d[0]);
-        }
     }
     cp_async_wait<0>();
     wg_finish<NT, MT, St::PER_THREAD>(tot, acc, split, r0, groups, nw, partial, tickets, last, y, rows, out, tile0,
@@ -583,18 +464,9 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #ifndef WG_N64_BLOCKS
 #define WG_N64_BLOCKS 5
 #endif
-// The pipelined builds (`_p`: one m64 block, 16 or 32 B columns) hold two groups' A fragments and accumulators:
-// held to 5 blocks an SM (102 registers), the 32-column one spilled 44 bytes, so it is held to 4
-// (WG_PIPE_BLOCKS overrides both, for timing).
-#ifdef WG_PIPE_BLOCKS
-#define WG_PIPE_MIN_BLOCKS(NT) WG_PIPE_BLOCKS
-#else
-#define WG_PIPE_MIN_BLOCKS(NT) (NT == 4 ? 4 : 5)
-#endif
-#define WG_MIN_BLOCKS(NT, MT, PIPE) (PIPE ? WG_PIPE_MIN_BLOCKS(NT) : NT == 8 ? WG_N64_BLOCKS : MT == 1 ? 5 : 4)
-#define WGMMA_A4(NAME, S, NT, MT, SUF, PIPE)                                                                      \
-    extern "C" __global__ void __launch_bounds__(128, WG_MIN_BLOCKS(NT, MT, PIPE))                                \
-        project_wgmma_a4_g2_##NAME##SUF(                                                                          \
+#define WG_MIN_BLOCKS(NT, MT) (NT == 8 ? WG_N64_BLOCKS : MT == 1 ? 5 : 4)
+#define WGMMA_A4(NAME, S, NT, MT, SUF)                                                                            \
+    extern "C" __global__ void __launch_bounds__(128, WG_MIN_BLOCKS(NT, MT)) project_wgmma_a4_g2_##NAME##SUF(     \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
         u32* tickets) {                                                                                           \
@@ -602,20 +474,17 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
-        project_wgmma_a4<S, NT, MT, PIPE>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                \
+        project_wgmma_a4<S, NT, MT>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                      \
                                     job_pick(j, codes0, codes1, codes2, codes3),                                  \
                                     job_pick(j, scales0, scales1, scales2, scales3),                              \
                                     job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), \
                                     rows, job_pick(j, out0, out1, out2, out3), cols, nw, b_tiles, partial,        \
                                     tickets, part);                                                               \
     }
-#define WGMMA_A4_ALL(NT, MT, SUF, PIPE)                                            \
-    WGMMA_A4(f32, F32T, NT, MT, SUF, PIPE) WGMMA_A4(f16, F16T, NT, MT, SUF, PIPE) \
-    WGMMA_A4(bf16, BF16T, NT, MT, SUF, PIPE)
-WGMMA_A4_ALL(4, 2, , false)
-WGMMA_A4_ALL(2, 2, _n16, false)
-WGMMA_A4_ALL(4, 1, _m1, false)
-WGMMA_A4_ALL(2, 1, _n16_m1, false)
-WGMMA_A4_ALL(8, 1, _n64, false)
-WGMMA_A4_ALL(4, 1, _m1_p, true)
-WGMMA_A4_ALL(2, 1, _n16_m1_p, true)
+#define WGMMA_A4_ALL(NT, MT, SUF) \
+    WGMMA_A4(f32, F32T, NT, MT, SUF) WGMMA_A4(f16, F16T, NT, MT, SUF) WGMMA_A4(bf16, BF16T, NT, MT, SUF)
+WGMMA_A4_ALL(4, 2, )
+WGMMA_A4_ALL(2, 2, _n16)
+WGMMA_A4_ALL(4, 1, _m1)
+WGMMA_A4_ALL(2, 1, _n16_m1)
+WGMMA_A4_ALL(8, 1, _n64)

@@ -16,8 +16,6 @@
 #define WG_BF16_STAGES 3
 #endif
 #define WG_BF16_N64_STAGES 4
-// The pipelined build's stages up to 16 rows (`_p`): one more, as its copies run STAGES − 2 groups ahead.
-#define WG_BF16_PIPE_STAGES 4
 template <int NT>
 struct WgBf16Stage {
     static constexpr int ROWS = NT == 8 ? 32 : 16;
@@ -26,14 +24,13 @@ struct WgBf16Stage {
     static constexpr int PER_THREAD = 2 * (NT < 4 ? 4 : NT);  // a split block's partial sums a thread
 };
 
-template <int NT, bool PIPE>
+template <int NT>
 __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restrict__ w, float* __restrict__ y,
                                                    int rows, int out, int cols, int nw,
                                                    const u32* __restrict__ b_tiles, float* __restrict__ partial,
                                                    u32* __restrict__ tickets, int part) {
     typedef WgBf16Stage<NT> St;
-    constexpr int STAGES = NT == 8 ? WG_BF16_N64_STAGES : PIPE ? WG_BF16_PIPE_STAGES : WG_BF16_STAGES;
-    constexpr int AHEAD = PIPE ? STAGES - 2 : STAGES - 1;  // groups whose copies are in flight (wg_ring_turn)
+    constexpr int STAGES = NT == 8 ? WG_BF16_N64_STAGES : WG_BF16_STAGES;
     if (part > 0) {
         const int first = 32 * part;
         y += (size_t)first * out;
@@ -81,7 +78,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
     };
     int Gi = r0, ri = r0;  // the copies' cursor
 #pragma unroll
-    for (int s = 0; s < AHEAD; ++s) {
+    for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
             issue(s, Gi);
             wg_next(Gi, ri, nw, groups);
@@ -96,8 +93,11 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         tot[0][nt][0] = tot[0][nt][1] = acc[0][nt][0] = acc[0][nt][1] = 0.0f;
     }
     int G = r0, r = r0;  // the math's cursor
-    // Step q = 2jj + h: project_mma_bf16's mma of word 2t + jj, pairs 2h and 2h + 1, outputs g and g + 8.
-    auto unpack = [&](const unsigned char* st, u32 (&a)[1][4][4]) {
+    for (int j = 0; j < jobs; ++j) {
+        wg_ring_turn<STAGES>(j, jobs, Gi, ri, nw, groups, issue);
+        unsigned char* st = ring + (j % STAGES) * St::BYTES;
+        // Step q = 2jj + h: project_mma_bf16's mma of word 2t + jj, pairs 2h and 2h + 1, outputs g and g + 8.
+        u32 a[1][4][4];
         const unsigned char* wa = st + St::W + (16 * warp + g) * 128;
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
@@ -113,70 +113,24 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
                 a[0][2 * jj + h][3] = pg8[2 * h + 1];
             }
         }
-    };
-    // After the group the math's cursor is at, whose wgmmas have finished: the cursor moves on, and where that
-    // ends residue rj's chain, hi + lo after the residues before it (or, split, this block's sum).
-    auto next = [&]() {
+        wg_group_mma<NT, 1>(d, a, st, ring_at + (j % STAGES) * St::BYTES);  // waited for: the A registers are free
         const int rj = r;
         wg_next(G, r, nw, groups);
-        return rj;
-    };
-    auto residue_done = [&](int rj) {
+        if (r != rj) {
+            // Residue rj's chain is done: hi + lo, after the residues before it (or, split, this block's sum).
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            const HiLo v = hi_plus_lo(d[0][nt]);
-            if (split) {
-                acc[0][nt][0] = v.g;
-                acc[0][nt][1] = v.g8;
-            } else {
-                tot[0][nt][0] = rj == 0 ? v.g : tot[0][nt][0] + v.g;
-                tot[0][nt][1] = rj == 0 ? v.g8 : tot[0][nt][1] + v.g8;
-            }
+            for (int nt = 0; nt < NT; ++nt) {
+                const HiLo v = hi_plus_lo(d[0][nt]);
+                if (split) {
+                    acc[0][nt][0] = v.g;
+                    acc[0][nt][1] = v.g8;
+                } else {
+                    tot[0][nt][0] = rj == 0 ? v.g : tot[0][nt][0] + v.g;
+                    tot[0][nt][1] = rj == 0 ? v.g8 : tot[0][nt][1] + v.g8;
+                }
 #pragma unroll
-            for (int k = 0; k < 4; ++k) d[0][nt][k] = zero;
-        }
-    };
-    auto stage_of = [&](int j) { return ring + (j % STAGES) * St::BYTES; };
-    auto stage_at = [&](int j) { return ring_at + (j % STAGES) * St::BYTES; };
-    auto turn = [&](int j) { wg_ring_turn<STAGES, AHEAD>(j, jobs, Gi, ri, nw, groups, issue); };
-    if constexpr (!PIPE) {
-        for (int j = 0; j < jobs; ++j) {
-            turn(j);
-            u32 a[1][4][4];
-            unpack(stage_of(j), a);
-            wg_group_mma<NT, 1>(d, a, stage_of(j), stage_at(j));  // waited for: the A registers are free
-            const int rj = next();
-            if (r != rj) residue_done(rj);
-        }
-    } else {
-        // Pipelined, a residue's chain at a time: group j's wgmmas run while the warps turn the ring for group
-        // j + 1 and unpack it, whose wgmmas then chain onto the same accumulators (wgmma orders them), and so on to
-        // the residue's last group, whose chain is then waited for and taken. Two sets of A fragments take turns,
-        // two groups a trip and the odd one after (on every path ptxas then sees a set's group retired, by the
-        // wait after the next issue, before the set is written again; else it serializes every wgmma, C7513); only
-        // wgmmas touch the accumulators inside a residue (else C7514). The copies run STAGES − 2 groups ahead, so
-        // turning the ring never takes the stage of a group still running. The same steps in the same order: the
-        // same bits.
-        u32 a[2][1][4][4];
-        auto step = [&](auto parity, int j) {
-            constexpr int P = decltype(parity)::value;
-            turn(j);
-            unpack(stage_of(j), a[P]);
-            wg_group_issue<NT, 1, false>(d, a[P], stage_of(j), stage_at(j));
-            wg_wait_group<1>();  // group j − 1 has finished: its A fragments are free
-            wg_hold<1>(a[1 - P]);
-        };
-        wg_pin(d);  // the +0s are in before the first fence
-        for (int j = 0, rr = r0; j < jobs; ++rr) {
-            const int end = j + (split ? jobs : (groups - 1 - rr) / nw + 1);  // residue rr's last job, + 1
-            for (; j + 1 < end; j += 2) {
-                step(WgParity<0>(), j);
-                step(WgParity<1>(), j + 1);
+                for (int k = 0; k < 4; ++k) d[0][nt][k] = zero;
             }
-            if (j < end) step(WgParity<0>(), j++);
-            wg_wait<0, NT, 1>(d);
-            residue_done(rr);
-            wg_pin(d);
         }
     }
     cp_async_wait<0>();
@@ -186,7 +140,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
 
 // Up to four bf16 matrices sharing x in one launch, as the 4-bit kernels share them (project_wgmma.cu): 64 outputs
 // a block, stages in dynamic shared memory (held to 4 blocks an SM up to 16 rows, 3 with 32).
-#define WGMMA_BF16(NT, SUF, BLOCKS, PIPE)                                                                         \
+#define WGMMA_BF16(NT, SUF, BLOCKS)                                                                               \
     extern "C" __global__ void __launch_bounds__(128, BLOCKS) project_wgmma_bf16##SUF(                            \
         const u16* xh, const u16* xl, const float* xs, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),         \
         int start2, BF16_JOB(3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,      \
@@ -196,13 +150,10 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         const int parts = NT == 8 ? (rows + 31) / 32 : 1;                                                         \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
-        project_wgmma_bf16<NT, PIPE>(ob - job_pick(j, 0, start1, start2, start3), job_pick(j, w0, w1, w2, w3),    \
+        project_wgmma_bf16<NT>(ob - job_pick(j, 0, start1, start2, start3), job_pick(j, w0, w1, w2, w3),          \
                                job_pick(j, y0, y1, y2, y3), rows, job_pick(j, out0, out1, out2, out3), cols, nw,  \
                                b_tiles, partial, tickets, part);                                                  \
     }
-WGMMA_BF16(2, _n16, 4, false)
-WGMMA_BF16(4, , 4, false)
-WGMMA_BF16(8, _n64, 3, false)
-WGMMA_BF16(2, _n16_p, 4, true)
-WGMMA_BF16(4, _p, 4, true)
-WGMMA_BF16(8, _n64_p, 3, true)
+WGMMA_BF16(2, _n16, 4)
+WGMMA_BF16(4, , 4)
+WGMMA_BF16(8, _n64, 3)

@@ -65,14 +65,14 @@ pub fn kernel_names() -> Vec<String> {
         for g in [1, 2] {
             v.push(format!("project_gemm_a4_g{g}_{dt}"));
         }
-        for suffix in ["", "_n16", "_m1", "_n16_m1", "_n64", "_m1_p", "_n16_m1_p"] {
+        for suffix in ["", "_n16", "_m1", "_n16_m1", "_n64"] {
             v.push(format!("project_wgmma_a4_g2_{dt}{suffix}"));
         }
     }
     for nt in [1, 2, 4] {
         v.push(format!("project_mma_bf16_nt{nt}"));
     }
-    for suffix in ["", "_n16", "_n64", "_p", "_n16_p", "_n64_p"] {
+    for suffix in ["", "_n16", "_n64"] {
         v.push(format!("project_wgmma_bf16{suffix}"));
     }
     v.push("project_gemm_bf16".into());

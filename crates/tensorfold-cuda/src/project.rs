@@ -20,9 +20,7 @@ pub(crate) use gemm::{
     gemm_tiles_first, note_wgmma_prompt_matrix, project_wgmma_prompt, wgmma_prompt_expected,
 };
 pub(crate) use many::{many_rows, project_many};
-pub(crate) use wgmma::{
-    bf16_stages, wgmma_switch, BF16_STAGES, PIPE_ROUNDS, WGMMA_TICKETS, WHOLE_LAUNCHES,
-};
+pub(crate) use wgmma::{bf16_stages, wgmma_switch, BF16_STAGES, WGMMA_TICKETS, WHOLE_LAUNCHES};
 use wgmma::{project_wgmma, wgmma_kernel};
 
 /// Whether a call of `rows` rows of `w` takes a wgmma kernel (and so, in project_many, does every matrix sharing

@@ -20,27 +20,13 @@ pub(crate) fn wgmma_switch() -> bool {
 /// half as many.
 const BLOCK_OUTPUTS: usize = 128;
 
-/// Which 4-bit launches take the `_m1` kernels, whose blocks compute half as many outputs, so twice as many walk the
-/// groups side by side: by default those that fill less than a wave of blocks of BLOCK_OUTPUTS (the 5,120-output
-/// down and out projections of the 27B shape: 320 blocks of 128 outputs for 528 places).
-/// `TENSORFOLD_CUDA_WGMMA_M1=0` keeps blocks of 128 outputs, `=all` gives every launch blocks of 64 (as the
-/// pipelined builds have), for same-run comparisons; the bits are the same.
-#[derive(Clone, Copy, PartialEq)]
-enum M1 {
-    Off,
-    Small,
-    All,
-}
-
-fn m1_mode() -> M1 {
-    static MODE: OnceLock<M1> = OnceLock::new();
-    *MODE.get_or_init(
-        || match std::env::var("TENSORFOLD_CUDA_WGMMA_M1").as_deref() {
-            Ok("0") => M1::Off,
-            Ok("all") => M1::All,
-            _ => M1::Small,
-        },
-    )
+/// Whether launches that fill less than a wave of blocks of BLOCK_OUTPUTS take the `_m1` kernels, whose blocks
+/// compute half as many outputs, so twice as many walk the groups side by side (the 5,120-output down and out
+/// projections of the 27B shape: 320 blocks of 128 outputs for 528 places). `TENSORFOLD_CUDA_WGMMA_M1=0` keeps
+/// blocks of 128 outputs, for same-run comparisons; the bits are the same.
+fn m1_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0"))
 }
 
 /// Matrices with fewer outputs keep the decode kernels, unless they share a launch with a larger one
@@ -112,32 +98,12 @@ pub(crate) fn bf16_stages() -> usize {
     })
 }
 
-/// Stages of the bf16 kernel's pipelined build up to 16 rows (project_wgmma_bf16.cu WG_BF16_PIPE_STAGES): its copies
-/// run two groups ahead, as the 3 stages of the other build do.
-const BF16_PIPE_STAGES: usize = 4;
-
-fn bf16_smem(n64: bool, pipe: bool) -> u32 {
+fn bf16_smem(n64: bool) -> u32 {
     if n64 {
         (BF16_N64_STAGES * (2 * 4096 + 64 * 128)) as u32
-    } else if pipe {
-        (BF16_PIPE_STAGES * (4096 + 64 * 128)) as u32
     } else {
         (bf16_stages() * (4096 + 64 * 128)) as u32
     }
-}
-
-/// Set by the backend-ops test to run the pipelined builds beside the others in one process.
-pub(crate) static PIPE_ROUNDS: AtomicBool = AtomicBool::new(false);
-
-/// Whether rounds take the pipelined builds (`_p`, project_wgmma.cu): each block keeps one group's wgmmas running
-/// while it turns its copy ring and unpacks the next group (bf16: 16, 32 and 64 columns; 4-bit: blocks of 64 outputs,
-/// 16 and 32 columns, the 64-column build keeping its own). Off unless `TENSORFOLD_CUDA_WGMMA_PIPE=1`: on the H200 they
-/// were slower at 5 to 16 rows (call 129: 27B bf16 16-row rounds 21.6 ms against 19.6, 27B MLX4 14.4 against 12.6)
-/// and faster only for bf16 at 32 rows. The bits are the same either way.
-fn pipe_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    PIPE_ROUNDS.load(Ordering::Relaxed)
-        || *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_PIPE").is_ok_and(|v| v == "1"))
 }
 
 /// The suffix of the 64-column build: blocks of 64 outputs always (one m64 block a warpgroup: 32 accumulators a
@@ -189,27 +155,19 @@ fn wgmma_kernel_for(
     })
 }
 
-/// The build of wgmma kernel `name` a launch takes, its outputs a block, and whether it is a pipelined one: blocks
-/// of 64 outputs (`_m1`) for a 4-bit launch of fewer than a wave of blocks of BLOCK_OUTPUTS (`small`); the
-/// pipelined build (`_p`) if `pipe`, of every bf16 kernel and of the 4-bit ones up to 16 rows, whose blocks then have
-/// 64 outputs whatever the launch. The 64-column and bf16 kernels' blocks always have 64.
-fn build(name: &str, small: bool, pipe: bool) -> (String, usize, bool) {
+/// The build of wgmma kernel `name` a launch takes and its outputs a block: blocks of 64 outputs (`_m1`) for a
+/// 4-bit launch of fewer than a wave of blocks of BLOCK_OUTPUTS (`small`); the 64-column and bf16 kernels' blocks
+/// always have 64.
+fn build(name: &str, small: bool) -> (String, usize) {
     let n64 = name.ends_with(N64);
     let bf16 = name.starts_with("project_wgmma_bf16");
-    let pipe = pipe && (bf16 || !n64);
-    let block_outputs = if n64 || bf16 || pipe || small {
-        BLOCK_OUTPUTS / 2
+    if n64 || bf16 {
+        (name.to_string(), BLOCK_OUTPUTS / 2)
+    } else if small {
+        (format!("{name}_m1"), BLOCK_OUTPUTS / 2)
     } else {
-        BLOCK_OUTPUTS
-    };
-    let mut name = name.to_string();
-    if block_outputs < BLOCK_OUTPUTS && !n64 && !bf16 {
-        name.push_str("_m1");
+        (name.to_string(), BLOCK_OUTPUTS)
     }
-    if pipe {
-        name.push_str("_p");
-    }
-    (name, block_outputs, pipe)
 }
 
 /// Tickets the split launches count their blocks with (device.rs allocates them zeroed): one per block of
@@ -234,8 +192,7 @@ const N64_SPLIT_BELOW: usize = 2 * WAVE;
 /// launches of a wave of blocks or more run.
 pub(crate) static WHOLE_LAUNCHES: AtomicBool = AtomicBool::new(false);
 
-/// Launches of fewer blocks than this split (SPLIT_BELOW, or N64_SPLIT_BELOW for the 64-column build and 4-bit blocks
-/// of 64 outputs, `n64`).
+/// Launches of fewer blocks than this split (SPLIT_BELOW, or N64_SPLIT_BELOW for the 64-column build `n64`).
 fn split_below(n64: bool) -> usize {
     static BELOW: OnceLock<Option<usize>> = OnceLock::new();
     if WHOLE_LAUNCHES.load(Ordering::Relaxed) {
@@ -279,12 +236,8 @@ pub(super) fn project_wgmma(
         let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum::<usize>() * parts;
         b * if b < split_below(n64) { nw } else { 1 }
     };
-    let small = match m1_mode() {
-        M1::Off => false,
-        M1::Small => launch_blocks(BLOCK_OUTPUTS) < WAVE,
-        M1::All => true,
-    };
-    let (name, block_outputs, pipe) = build(name, small, pipe_enabled());
+    let small = m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE;
+    let (name, block_outputs) = build(name, small);
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
     // alloc_prepared gives every round the wgmma kernel takes room for the B tiles, and the form's writer fills them.
@@ -312,12 +265,7 @@ pub(super) fn project_wgmma(
         tiles,
     ]);
     let grid_x = out_blocks * parts as u32;
-    // 4-bit launches of blocks of 64 outputs split below twice a wave of blocks of 128, as the 64-column build's do
-    // (the same blocks an SM hold half the outputs). The small launches that take blocks of 64 by default split
-    // either way: they have fewer than 2·WAVE/nw blocks, under WAVE for nw ≥ 2, and with nw = 1 a split launch is
-    // an unsplit one (one residue). A pipelined 16-row gate/up launch (544 blocks) splits instead of running a wave
-    // and 16 blocks of 80 groups.
-    let split = (grid_x as usize) < split_below(n64 || (block_outputs < BLOCK_OUTPUTS && !bf16));
+    let split = (grid_x as usize) < split_below(n64);
     // The split launch's partial sums (a block's outputs × its rows' room: WgStage::PER_THREAD); unused by a launch
     // of one block per output block, but an argument all the same.
     let room = if n64 { 32 } else { 16 };
@@ -332,7 +280,7 @@ pub(super) fn project_wgmma(
         format!("{name} {}", shapes.join("+"))
     });
     let grid = (grid_x, if split { nw as u32 } else { 1 }, 1);
-    let smem = if bf16 { bf16_smem(n64, pipe) } else { 0 };
+    let smem = if bf16 { bf16_smem(n64) } else { 0 };
     dev.launch_smem(&name, label.as_deref(), grid, 128, smem, &args);
     ys
 }
@@ -386,25 +334,18 @@ mod tests {
                 }
             }
         }
-        // Every build a launch of each takes exists: blocks of 64 outputs, pipelined or not.
+        // Every build a launch of each takes exists: blocks of 64 outputs or of 128.
         for dt in ["f32", "f16", "bf16"] {
             for columns in ["", "_n16", "_n64"] {
                 for small in [false, true] {
-                    for pipe in [false, true] {
-                        let name = format!("project_wgmma_a4_g2_{dt}{columns}");
-                        let (build, outputs, piped) = super::build(&name, small, pipe);
-                        assert!(module.contains(&build), "{build} is not built");
-                        assert_eq!(piped, pipe && columns != "_n64", "{build}");
-                        assert_eq!(
-                            outputs == 64,
-                            small || piped || columns == "_n64",
-                            "{build}"
-                        );
-                        let bf16 = format!("project_wgmma_bf16{columns}");
-                        let (build, outputs, piped) = super::build(&bf16, small, pipe);
-                        assert!(module.contains(&build), "{build} is not built");
-                        assert_eq!((outputs, piped), (64, pipe), "{build}");
-                    }
+                    let name = format!("project_wgmma_a4_g2_{dt}{columns}");
+                    let (build, outputs) = super::build(&name, small);
+                    assert!(module.contains(&build), "{build} is not built");
+                    assert_eq!(outputs == 64, small || columns == "_n64", "{build}");
+                    let bf16 = format!("project_wgmma_bf16{columns}");
+                    let (build, outputs) = super::build(&bf16, small);
+                    assert!(module.contains(&build), "{build} is not built");
+                    assert_eq!((build, outputs), (bf16, 64));
                 }
             }
         }

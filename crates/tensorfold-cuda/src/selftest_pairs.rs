@@ -1,6 +1,6 @@
 //! The shared-launch checks of the backend-ops test: matrices sharing an input (project_many) give each output the
-//! bits of its own projection, in the launches expected; and the wgmma round kernels' pipelined and unsplit walks
-//! give the bits of the default one.
+//! bits of its own projection, in the launches expected; and the wgmma round kernels' unsplit launches give the bits
+//! of split ones.
 
 use super::{act, affine, dense, with, Report, Rng};
 use crate::CudaBackend;
@@ -111,13 +111,13 @@ pub(super) fn check_pairs(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
     }
 }
 
-/// The wgmma round kernels' pipelined builds (`_p`, project_wgmma.cu) and unsplit launches (a block walks every
-/// residue, as launches of a wave of blocks or more do) against the default build, bit for bit, alone and sharing a
-/// launch: 4-bit g64 with 35 groups over 8 residues (5, 5, 5, 4, …: trips of two groups and an odd one, residues
-/// ending on either group of a trip) and bf16 with 21 over 5, at rounds of 6 to 40 rows (16, 32 and 64 columns;
-/// 40 rows in two parts of 32). On devices without the wgmma kernels every launch is the decode kernels'.
-pub(super) fn check_pipelined(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
-    use crate::project::{PIPE_ROUNDS, WHOLE_LAUNCHES};
+/// The wgmma round kernels' unsplit launches (a block walks every residue, as launches of a wave of blocks or more
+/// do) against the split ones the checks' small matrices get by default, bit for bit, alone and sharing a launch:
+/// 4-bit g64 with 35 groups over 8 residues (5, 5, 5, 4, …) and bf16 with 21 over 5, at rounds of 6 to 40 rows (16,
+/// 32 and 64 columns; 40 rows in two parts of 32). On devices without the wgmma kernels every launch is the decode
+/// kernels'.
+pub(super) fn check_unsplit(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
+    use crate::project::WHOLE_LAUNCHES;
     let cases: Vec<(&str, Vec<StoredMatrix>)> = vec![
         (
             "MLX 4-bit g64 bf16 1040x2240",
@@ -153,20 +153,12 @@ pub(super) fn check_pipelined(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng
                     .collect()
             };
             let want = run();
-            let piped = with(&PIPE_ROUNDS, run);
             let whole = with(&WHOLE_LAUNCHES, run);
-            let both = with(&WHOLE_LAUNCHES, || with(&PIPE_ROUNDS, run));
-            for (how, got) in [
-                ("pipelined", piped),
-                ("unsplit", whole),
-                ("pipelined and unsplit", both),
-            ] {
-                rep.same(
-                    &format!("project {name}, {rows} rows: {how} wgmma == default"),
-                    &got,
-                    &want,
-                );
-            }
+            rep.same(
+                &format!("project {name}, {rows} rows: unsplit wgmma == split"),
+                &whole,
+                &want,
+            );
         }
     }
 }
