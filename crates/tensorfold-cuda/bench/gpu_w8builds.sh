@@ -3,7 +3,7 @@
 # SM, chosen launch by launch (project_stream.rs w8_build; TENSORFOLD_CUDA_W8_B4_BELOW / _B6_FROM). Call 86 timed
 # each build on every launch: 6 blocks won on the 27B gate/up launch (2,176 blocks) and on the 9B overall, 4 on the
 # 320-block down projection, 5 on the 27B overall. Here: the checks (backend-ops compares the 4- and 6-block builds
-# with direct loads bit for bit), then 27B MLX4 and 9B MLX4 quick benches of five choices in turn, three runs each,
+# with direct loads bit for bit), then 27B MLX4 and 9B MLX4 quick benches of five choices in turn, three runs each (two on the 9B),
 # and the event profile of a decode round with every launch on each build.
 FINAL=${1:?out dir}; BUDGET=${2:-400}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
@@ -33,7 +33,7 @@ bench_all m27 /dev/shm/s27m4 3
 profiles m27 /dev/shm/s27m4
 rm -rf /dev/shm/s27m4
 step synth-9b-mlx4 30 "$BIN" synth --shape 9b --format mlx4 --threads 16 --out /dev/shm/s9m4
-bench_all m9 /dev/shm/s9m4 3
+bench_all m9 /dev/shm/s9m4 2
 profiles m9 /dev/shm/s9m4
 rm -rf /dev/shm/s9m4
 finish "$FINAL"
