@@ -1,5 +1,6 @@
 #!/bin/bash
-# gpu_w8builds.sh FINAL BUDGET_S BIN: (call 131) the one-row-tile `_w8` weight stream built for 4, 5 and 6 blocks an
+# gpu_w8builds.sh FINAL BUDGET_S BIN: (call 131, on an H100; the builds it compares were removed after it, their code
+# is in commit 101d1c4) the one-row-tile `_w8` weight stream built for 4, 5 and 6 blocks an
 # SM, chosen launch by launch (project_stream.rs w8_build; TENSORFOLD_CUDA_W8_B4_BELOW / _B6_FROM). Call 86 timed
 # each build on every launch: 6 blocks won on the 27B gate/up launch (2,176 blocks) and on the 9B overall, 4 on the
 # 320-block down projection, 5 on the 27B overall. Here: the checks (backend-ops compares the 4- and 6-block builds

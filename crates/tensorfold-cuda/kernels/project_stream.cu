@@ -334,10 +334,9 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 // gets the bits of its own launch (a launch costs ~5 µs of a decode round however small its matrix:
 // BENCHMARKS.md §7).
 #define STREAM_A4(NT, WPL, NAME, S, D, MT, NW, SUF)                                                              \
-    STREAM_A4_B(NT, WPL, NAME, S, D, MT, NW, SUF,                                                               \
-                (NW ? (NT == 1 ? TF_W8_BLOCKS : 65536 / (64 * 32 * NW)) : stream_min_blocks<WPL, NT, MT>()))
-#define STREAM_A4_B(NT, WPL, NAME, S, D, MT, NW, SUF, MIN_BLOCKS)                                                 \
-    extern "C" __global__ void __launch_bounds__(stream_threads<WPL, D, MT, NW>(), MIN_BLOCKS)                  \
+    extern "C" __global__ void __launch_bounds__(                                                               \
+        stream_threads<WPL, D, MT, NW>(),                                                                       \
+        NW ? (NT == 1 ? TF_W8_BLOCKS : 65536 / (64 * 32 * NW)) : stream_min_blocks<WPL, NT, MT>())              \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT##SUF(                                           \
             const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2), \
             int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early) {                               \
@@ -367,10 +366,3 @@ STREAM_A4_ALL(2, 4, 2, 0, )
 // The default layout of up to 8 rows for groups of 64 with 8 warps (every large matrix of the published shapes),
 // NW fixed: project.rs stream_fixed_warps names it.
 STREAM_A4_ALL(2, 4, 1, 8, _w8)
-// The one-row-tile `_w8` kernels again, built for 4 and 6 blocks an SM (64 and 40 registers, no spill; call 86):
-// the same code, so the same bits. project_stream.rs w8_build says which launches take them.
-#define STREAM_A4_W8(NAME, S)                                                                                     \
-    STREAM_A4_B(1, 2, NAME, S, 4, 1, 8, _w8b4, 4) STREAM_A4_B(1, 2, NAME, S, 4, 1, 8, _w8b6, 6)
-STREAM_A4_W8(f32, F32T)
-STREAM_A4_W8(f16, F16T)
-STREAM_A4_W8(bf16, BF16T)

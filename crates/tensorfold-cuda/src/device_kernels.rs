@@ -59,10 +59,6 @@ pub fn kernel_names() -> Vec<String> {
                 }
                 if g == 2 {
                     v.push(format!("project_stream_a4_g2_{dt}_nt{nt}_s4_m1_w8"));
-                    if nt == 1 {
-                        v.push(format!("project_stream_a4_g2_{dt}_nt1_s4_m1_w8b4"));
-                        v.push(format!("project_stream_a4_g2_{dt}_nt1_s4_m1_w8b6"));
-                    }
                 }
             }
         }

@@ -13,8 +13,6 @@ use tensorfold_core::DenseDType;
 mod gemm;
 #[path = "project_many.rs"]
 mod many;
-#[path = "project_stream.rs"]
-mod stream;
 #[path = "project_wgmma.rs"]
 mod wgmma;
 use gemm::{gemm_for, gemm_kernel, project_gemm};
@@ -22,8 +20,6 @@ pub(crate) use gemm::{
     gemm_tiles_first, note_wgmma_prompt_matrix, project_wgmma_prompt, wgmma_prompt_expected,
 };
 pub(crate) use many::{many_rows, project_many};
-pub(crate) use stream::W8_BUILD;
-use stream::{stream_fixed_warps, stream_max_warps, w8_build};
 pub(crate) use wgmma::{bf16_stages, wgmma_switch, BF16_STAGES, WGMMA_TICKETS, WHOLE_LAUNCHES};
 use wgmma::{project_wgmma, wgmma_kernel};
 
@@ -215,6 +211,17 @@ fn mma_groups(w: &CudaMatrix) -> usize {
     }
 }
 
+/// Most warps a streamed block of `wpl` words per lane, `stages` stages and `tiles` output tiles holds:
+/// project_stream.cu's stream_warps (16 when the stages fit 47 KB of shared memory, else 8).
+fn stream_max_warps(wpl: usize, stages: usize, tiles: usize) -> usize {
+    let stage_bytes = tiles * (256 * wpl + 128);
+    if 16 * stages * stage_bytes <= 47 * 1024 {
+        16
+    } else {
+        8
+    }
+}
+
 /// Room for the tensor-core form of `rows` × `cols` values, and for their wgmma B tiles when a round of that many
 /// rows takes the wgmma kernel (wgmma::takes_b_tiles): whoever writes the form writes the tiles beside it.
 pub(crate) fn alloc_prepared(dev: &Dev, rows: usize, cols: usize) -> Prepared {
@@ -358,6 +365,26 @@ fn mma_plan(rows: usize, w: &CudaMatrix, kernel: &str, stages: usize) -> MmaPlan
     }
 }
 
+/// The name suffix of the weight-stream kernel built for exactly `warps` warps (project_stream.cu's `_w8`: groups of
+/// 64, 4 stages, one output tile a block, 8 warps: every large matrix of the published shapes in calls of up to 8
+/// rows), or "" for the kernel that reads its warps at run time. The same arithmetic either way (the self-test
+/// compares them bit for bit); `TENSORFOLD_CUDA_FIXED_WARPS=0` keeps the run-time kernel, for same-run comparisons.
+fn stream_fixed_warps(
+    group_size: usize,
+    stages: usize,
+    tiles: usize,
+    warps: usize,
+) -> &'static str {
+    static ON: OnceLock<bool> = OnceLock::new();
+    let on =
+        *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_FIXED_WARPS").map_or(true, |v| v != "0"));
+    if on && group_size == 64 && stages == 4 && tiles == 1 && warps == 8 {
+        "_w8"
+    } else {
+        ""
+    }
+}
+
 /// Row tiles a block of a call of `rows` rows takes (see mma_plan), at most `most` when set.
 fn row_tiles(rows: usize, most: Option<usize>) -> usize {
     match rows.div_ceil(TILE_ROWS) {
@@ -486,15 +513,10 @@ fn project_mma(
     // Profiled per shape, so the profile gives each matrix's bandwidth.
     let label = dev.profile.enabled.then(|| {
         let shapes: Vec<String> = ws.iter().map(|w| format!("{}x{cols}", w.rows())).collect();
-        format!(
-            "{} {}",
-            w8_build(&plan.name, tiles * plan.row_blocks),
-            shapes.join("+")
-        )
+        format!("{} {}", plan.name, shapes.join("+"))
     });
-    let name = w8_build(&plan.name, tiles * plan.row_blocks);
     dev.launch_as(
-        &name,
+        &plan.name,
         label.as_deref(),
         mma_grid(tiles, plan.row_blocks),
         (plan.warps * 32) as u32,

@@ -536,17 +536,6 @@ fn check_projections(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng:
                 &direct,
             );
         }
-        // The one-row-tile `_w8` kernels' builds for 4 and 6 blocks an SM (1-row calls take them).
-        for build in [4usize, 6].into_iter().filter(|_| rows == 1) {
-            crate::project::W8_BUILD.store(build, std::sync::atomic::Ordering::Relaxed);
-            let got = gpu.to_host(&gpu.project_staged(&xa, &wb, 4));
-            crate::project::W8_BUILD.store(0, std::sync::atomic::Ordering::Relaxed);
-            rep.same(
-                &format!("project MLX 4-bit g64 1040x2048: the {build}-block _w8 build vs direct loads, {rows} rows"),
-                &got,
-                &direct,
-            );
-        }
     }
 }
 
