@@ -31,6 +31,21 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 }
 #endif
 
+// Pins the accumulators: the compiler may neither move their writes below this point nor their reads above it.
+template <int NT, int MT>
+__device__ __forceinline__ void wg_pin(float (&d)[MT][NT][4]) {
+#ifndef TF_EMU
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
+#else
+    (void)d;
+#endif
+}
+
 // d[m] += A[m]·B for the group's four k16 steps and the block's m64 blocks m: a[m][q] the A fragment of step q,
 // the B tile at `bt` (`bts` its shared address), NT n-tiles of 8 columns (8: 32 rows, m64n64k16; 4: 16 rows,
 // m64n32k16; 2: 8 rows, m64n16k16). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
@@ -54,12 +69,7 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
     // The accumulators and A fragments are pinned before the fence and the accumulators again after the wait:
     // the compiler must neither move their writes past the fence nor read the results before the wait (the
     // probe's ordering).
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
+    wg_pin<NT, MT>(d);
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -113,12 +123,7 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[m][nt][k])::"memory");
+    wg_pin<NT, MT>(d);
 #else
     (void)d; (void)a; (void)bt; (void)bts;
     __trap();
