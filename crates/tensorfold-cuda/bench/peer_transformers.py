@@ -3,6 +3,7 @@ greedy decode tok/s after a 64-token prompt and prefill tok/s at 2048 tokens. Us
 import glob, json, os, sys, time
 
 import torch
+import transformers
 from safetensors.torch import load_file
 from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
@@ -32,7 +33,7 @@ with torch.no_grad():
     model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
     torch.cuda.synchronize()
     dt = time.time() - t
-    print(f"| transformers {torch.__version__} decode, 1 stream | {n / dt:.1f} tok/s (incl. 64-token prefill) |", flush=True)
+    print(f"| transformers {transformers.__version__} + torch {torch.__version__} decode, 1 stream | {n / dt:.1f} tok/s (incl. 64-token prefill) |", flush=True)
     p = torch.tensor([[(i * 7919 + 13) % 240000 for i in range(2048)]], device="cuda")
     model(p, use_cache=False)
     torch.cuda.synchronize()
