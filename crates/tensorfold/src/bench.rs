@@ -61,6 +61,9 @@ pub struct BenchArgs {
     /// Prompt lengths of the prefill measurement (with --device cuda).
     #[arg(long, value_delimiter = ',', default_value = "2048")]
     pub prefill_lens: Vec<usize>,
+    /// With --device cuda: prompt rows per forward of the prefill measurement (`serve --prefill-chunk`).
+    #[arg(long, default_value_t = 2048)]
+    pub prefill_chunk: usize,
     /// With --device cuda: only decode, rounds of 1 and 16 rows and prefill (comparing kernel layouts in one run).
     #[arg(long)]
     pub quick: bool,
@@ -97,6 +100,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             &dir,
             args.decode_tokens,
             &args.prefill_lens,
+            args.prefill_chunk.max(1),
             args.repeat,
             args.quick,
             &args.round_rows,

@@ -206,13 +206,14 @@ fn median(mut t: Vec<f64>) -> f64 {
 }
 
 /// `tensorfold bench --device cuda`: copy bandwidth, one-stream greedy decode vs the bandwidth bound, round cost
-/// by rows, aggregate decode by streams, prefill by prompt length (each line printed as soon as measured). `quick`:
-/// decode, rounds of 1 and 16 rows and prefill only (no streams, no decode at the prompts' context);
-/// `round_rows`, when not empty, the rows of the rounds measured.
+/// by rows, aggregate decode by streams, prefill by prompt length in forwards of `prefill_chunk` rows (each line
+/// printed as soon as measured). `quick`: decode, rounds of 1 and 16 rows and prefill only (no streams, no decode
+/// at the prompts' context); `round_rows`, when not empty, the rows of the rounds measured.
 pub fn bench(
     dir: &Path,
     decode_tokens: usize,
     prefill_lens: &[usize],
+    prefill_chunk: usize,
     repeat: usize,
     quick: bool,
     round_rows: &[usize],
@@ -457,11 +458,11 @@ pub fn bench(
         let prompt = ids(vocab, len, 30);
         be.profile_reset();
         let s = Instant::now();
-        let mut slot = prefill(&m, &prompt, 2048)?;
+        let mut slot = prefill(&m, &prompt, prefill_chunk)?;
         be.synchronize();
         let t = s.elapsed().as_secs_f64();
         println!(
-            "| prefill {len} tokens (chunks of 2048) | {:.0} tok/s | {:.2} s |",
+            "| prefill {len} tokens (chunks of {prefill_chunk}) | {:.0} tok/s | {:.2} s |",
             len as f64 / t,
             t
         );

@@ -41,6 +41,11 @@ pub struct ServeArgs {
     /// Serve every request without drafts.
     #[arg(long)]
     pub no_drafts: bool,
+    /// Prompt rows one round takes from the streams still prefilling (vLLM's --max-num-batched-tokens, SGLang's
+    /// --chunked-prefill-size); a chunk also ends at each prompt-cache snapshot (every 1,024 tokens). Larger chunks
+    /// take fewer rounds for a long prompt and hold the other streams' rounds longer.
+    #[arg(long, default_value_t = 256)]
+    pub prefill_chunk: usize,
     /// Model id reported by /v1/models and in responses (default: the checkpoint directory's name).
     #[arg(long)]
     pub name: Option<String>,
@@ -59,6 +64,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     crate::run::init_threads(args.threads);
     if args.parallel == 0 {
         bail!("--parallel must be at least 1");
+    }
+    if args.prefill_chunk == 0 {
+        bail!("--prefill-chunk must be at least 1");
     }
     if !(args.prompt_cache_gib.is_finite() && args.prompt_cache_gib >= 0.0) {
         bail!("--prompt-cache-gib must be a non-negative number");
@@ -81,6 +89,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         parallel: args.parallel,
         context,
         max_queue: args.queue,
+        prefill_chunk: args.prefill_chunk,
         prompt_cache_bytes: (args.prompt_cache_gib * (1u64 << 30) as f64) as usize,
         drafts: !args.no_drafts,
         ..EngineConfig::default()
