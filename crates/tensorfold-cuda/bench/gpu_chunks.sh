@@ -1,5 +1,6 @@
 #!/bin/bash
-# gpu_chunks.sh FINAL BUDGET_S BIN: (call 132) prefill speed by prompt rows a forward (`bench --prefill-chunk`,
+# gpu_chunks.sh FINAL BUDGET_S BIN: (written for a call 132 that never ran: the session's device time was spent)
+# prefill speed by prompt rows a forward (`bench --prefill-chunk`,
 # `serve --prefill-chunk`, whose default is 256 while the bench measured 2,048): 27B MLX4 prompts of 2k and 16k
 # tokens in chunks of 256, 512, 1,024 and 2,048 rows (the engine also ends a chunk at each prompt-cache snapshot,
 # every 1,024 tokens). The kernels are the final commit's (call 130's SASS); first_check guards the run.
