@@ -180,7 +180,8 @@ pub struct EngineConfig {
     pub context: usize,
     /// Requests waiting beyond `parallel` before submit answers QueueFull.
     pub max_queue: usize,
-    /// Prompt rows per round for one stream.
+    /// Prompt rows one round takes, from all the streams still prefilling (round.rs: one budget, spent stream by
+    /// stream); a chunk also ends at each prompt-cache snapshot.
     pub prefill_chunk: usize,
     /// Prompt-cache budget in bytes (0 = off).
     pub prompt_cache_bytes: usize,
