@@ -44,7 +44,7 @@ pub struct ServeArgs {
     /// Prompt rows one round takes from the streams still prefilling (vLLM's --max-num-batched-tokens, SGLang's
     /// --chunked-prefill-size); a chunk also ends at each prompt-cache snapshot (every 1,024 tokens). Larger chunks
     /// take fewer rounds for a long prompt and hold the other streams' rounds longer.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = EngineConfig::default().prefill_chunk)]
     pub prefill_chunk: usize,
     /// Model id reported by /v1/models and in responses (default: the checkpoint directory's name).
     #[arg(long)]
