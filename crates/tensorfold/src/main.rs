@@ -11,6 +11,7 @@ mod cuda;
 mod run;
 mod serve;
 mod synth;
+mod synth_tokenizer;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

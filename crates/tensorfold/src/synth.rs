@@ -1,5 +1,6 @@
 //! `tensorfold synth`: writes a random-weight checkpoint of a published Qwen3.5 shape, in bf16 (HF layout) or
-//! MLX affine 4-bit (mlx-lm layout), streamed to disk shard by shard so even the 27B shape needs little RAM.
+//! MLX affine 4-bit (mlx-lm layout), streamed to disk shard by shard so even the 27B shape needs little RAM, with a
+//! tokenizer and chat template (synth_tokenizer.rs) so it can be served.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -436,8 +437,9 @@ pub fn synth(args: SynthArgs) -> Result<()> {
         args.out.join("config.json"),
         serde_json::to_string_pretty(&config(args.shape, &d, layers, mlx))?,
     )?;
+    crate::synth_tokenizer::write(&args.out, VOCAB)?;
     eprintln!(
-        "wrote {} ({} files, {:.2} GB of tensors)",
+        "wrote {} ({} files, {:.2} GB of tensors, and a word-per-id tokenizer)",
         args.out.display(),
         names.len(),
         total as f64 / 1e9
