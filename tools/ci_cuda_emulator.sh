@@ -10,6 +10,7 @@ nvrtc_dir=${1:?usage: ci_cuda_emulator.sh NVRTC_LIB_DIR}
 emu="$PWD/target/cuda-emu"
 bash crates/tensorfold-cuda/emu/build.sh "$emu"
 cargo build -p tensorfold --features cuda
+cargo test -q -p tensorfold --features cuda --bin tensorfold cuda_serve
 bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/tensorfold"
 export LD_LIBRARY_PATH="$emu:$nvrtc_dir" TENSORFOLD_CACHE_DIR="$PWD/target/cuda-emu-cache"
 status=0
@@ -54,6 +55,23 @@ for case in "tiny-mlx-4bit 300 drafts" "tiny-wrapper-bf16 48 drafts,--no-drafts"
   fi
 done
 # `waited PID LOG WHAT`: the backend-ops run PID's result from LOG, or its failures and a FAIL line naming WHAT.
+# serve --device cuda with a KV cache of 39 pages (2 attention layers, so 304 tokens across the streams): a prompt
+# longer than that gets a clear 400 and the server goes on; 3 concurrent 108-token requests (14 pages each) take
+# turns for pages and each equals the same request alone.
+port=18791
+"$bin" serve --device cuda --model fixtures/tiny-mlx-4bit --port $port --kv-cache-gib 0.0003 > "$emu/serve.log" 2>&1 &
+server=$!
+for _ in $(seq 1 300); do curl -s "localhost:$port/health" > /dev/null 2>&1 && break; sleep 1; done
+long=$(python3 -c 'print({"prompt": [i % 500 + 1 for i in range(400)], "max_tokens": 4})' | tr "'" '"' |
+  curl -s -w " HTTP %{http_code}" "localhost:$port/v1/completions" -H 'content-type: application/json' -d @-)
+echo "serve, a 404-token request: $long"
+case "$long" in *"KV pages"*"HTTP 400") ;; *) echo "FAIL: no clear 400 for a request the KV cache cannot hold"; status=1 ;; esac
+if ! "$bin" bench concurrent --url "http://127.0.0.1:$port" --levels 3 --alone --prompt-tokens 100 \
+  --max-tokens 8 --prompt-vocab 500 > "$emu/serve-bench.log" 2>&1; then
+  cat "$emu/serve-bench.log"; echo "FAIL: concurrent requests through a small KV cache"; status=1
+fi
+grep -E "^\| 3 |KV cache" "$emu/serve-bench.log" "$emu/serve.log"
+kill $server; wait $server 2> /dev/null || true
 waited() {
   if wait "$1"; then
     grep "^backend-ops" "$2"

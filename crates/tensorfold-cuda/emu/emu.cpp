@@ -205,14 +205,34 @@ CUresult cuStreamCreate(void** s, unsigned) { *s = &stream_token; return OK; }
 CUresult cuStreamCreateWithPriority(void** s, unsigned, int) { *s = &stream_token; return OK; }
 CUresult cuStreamDestroy_v2(void*) { return OK; }
 CUresult cuStreamSynchronize(void*) { return OK; }
+// Bytes allocated and not freed, by address, so cuMemGetInfo can tell what is left of cuDeviceTotalMem's 8 GiB.
+static std::map<CUdeviceptr, size_t> live_sizes;
+static size_t live_bytes = 0;
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
     void* m = aligned_alloc(256, ((n + 255) / 256) * 256 + 256);
     if (!m) return 2;
     memset(m, 0xAB, ((n + 255) / 256) * 256);  // poison: reads of unwritten memory show up as odd values
     *p = (CUdeviceptr)m;
+    live_sizes[*p] = n;
+    live_bytes += n;
     return OK;
 }
-CUresult cuMemFree_v2(CUdeviceptr p) { free((void*)p); return OK; }
+CUresult cuMemFree_v2(CUdeviceptr p) {
+    auto it = live_sizes.find(p);
+    if (it != live_sizes.end()) {
+        live_bytes -= it->second;
+        live_sizes.erase(it);
+    }
+    free((void*)p);
+    return OK;
+}
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+    size_t t = 0;
+    cuDeviceTotalMem_v2(&t, 0);
+    *total = t;
+    *free_bytes = live_bytes < t ? t - live_bytes : 0;
+    return OK;
+}
 // Stream-ordered allocations behave as the driver's pool does: a freed block is kept (never handed back to
 // malloc, where host code could write it) and given, unwritten, to a later allocation of its size. So a kernel
 // the backend recorded before a free but sends after it (graph.rs) reads what a GPU would.

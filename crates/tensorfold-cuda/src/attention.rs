@@ -6,7 +6,7 @@ use crate::ops::{new_act, CudaAct};
 use crate::round::round_rows;
 use crate::scratch::Buf;
 use cudarc::driver::CudaSlice;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tensorfold_backend::{AttnParams, AttnSpec, RowRef};
 
@@ -106,28 +106,35 @@ fn block_kernel(dev: &Dev, meta: &[i32], heads: usize, kvh: usize, hd: usize) ->
 }
 
 /// Pages of `2 · PAGE_ROWS · row` f32 (keys by dimension, then values by position), at most `capacity` taken at
-/// once.
+/// once. The capacity may be set once the weights are on the device and the free memory is known (serve).
 pub struct KvPool {
-    capacity: usize,
+    capacity: AtomicUsize,
     inner: Mutex<(usize, Vec<CudaSlice<f32>>)>,
 }
 
 impl KvPool {
     pub fn new(capacity: usize) -> Arc<Self> {
         Arc::new(KvPool {
-            capacity,
+            capacity: AtomicUsize::new(capacity),
             inner: Mutex::new((0, Vec::new())),
         })
     }
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity.load(Ordering::Relaxed)
+    }
+    pub fn set_capacity(&self, pages: usize) {
+        self.capacity.store(pages, Ordering::Relaxed)
+    }
+    /// Pages given back and kept for reuse: allocated device memory that holds no stream's keys.
+    pub fn cached(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).1.len()
     }
     pub fn in_use(&self) -> usize {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
     }
     fn take(&self, dev: &Dev, floats: usize) -> Option<CudaSlice<f32>> {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if g.0 >= self.capacity {
+        if g.0 >= self.capacity() {
             return None;
         }
         g.0 += 1;

@@ -86,6 +86,33 @@ impl CudaBackend {
         best
     }
 
+    /// Free and total device memory in bytes, once the queued work has finished (the scratch pools keep what they
+    /// took, so after a round of the widest shape this is what is left for more KV pages).
+    pub fn memory(&self) -> std::result::Result<(usize, usize), String> {
+        self.dev.sync();
+        self.dev
+            .ctx
+            .bind_to_thread()
+            .and_then(|()| cudarc::driver::result::mem_get_info())
+            .map_err(|e| format!("device memory info: {e:?}"))
+    }
+
+    /// Limits the KV cache to `pages` pages (`PAGE_ROWS` positions of one attention layer's keys and values each,
+    /// `kv_page_bytes` bytes); the engine then admits a request only while its pages can be reserved.
+    pub fn set_kv_pages(&self, pages: usize) {
+        self.pool.set_capacity(pages)
+    }
+
+    /// KV pages allocated and free for reuse (pages a finished round gave back).
+    pub fn kv_cached_pages(&self) -> usize {
+        self.pool.cached()
+    }
+
+    /// Bytes of one KV page for attention rows of `row` floats (kv heads × head dim): keys and values in f32.
+    pub fn kv_page_bytes(row: usize) -> usize {
+        2 * PAGE_ROWS * row * std::mem::size_of::<f32>()
+    }
+
     /// With TENSORFOLD_CUDA_PROFILE=1: forgets the launches recorded so far.
     pub fn profile_reset(&self) {
         self.dev.sync();

@@ -8,6 +8,8 @@ mod bench_rounds;
 mod check;
 #[cfg(feature = "cuda")]
 mod cuda;
+#[cfg(feature = "cuda")]
+mod cuda_serve;
 mod run;
 mod serve;
 mod synth;

@@ -58,6 +58,13 @@ pub struct ServeArgs {
     /// Where to run the model (cuda needs a binary built with `--features cuda` and an NVIDIA GPU).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: crate::check::Device,
+    /// With --device cuda: the share of the GPU's memory to use in all; the KV cache gets what the weights, a
+    /// round of --prefill-chunk rows, the streams' states and the prompt cache leave of it (as vLLM's flag).
+    #[arg(long, default_value_t = 0.9)]
+    pub gpu_memory_utilization: f64,
+    /// With --device cuda: a KV cache of this many GiB instead of what --gpu-memory-utilization leaves.
+    #[arg(long)]
+    pub kv_cache_gib: Option<f64>,
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -70,6 +77,15 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     }
     if !(args.prompt_cache_gib.is_finite() && args.prompt_cache_gib >= 0.0) {
         bail!("--prompt-cache-gib must be a non-negative number");
+    }
+    if !(args.gpu_memory_utilization > 0.0 && args.gpu_memory_utilization <= 1.0) {
+        bail!("--gpu-memory-utilization must be above 0 and at most 1");
+    }
+    if args
+        .kv_cache_gib
+        .is_some_and(|g| !(g.is_finite() && g > 0.0))
+    {
+        bail!("--kv-cache-gib must be a positive number");
     }
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
     let ck = crate::run::open_checkpoint(&dir)?;
@@ -99,7 +115,17 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             tensorfold_engine::spawn(Qwen35::load(&ck, CpuBackend::default())?, config)
         }
         #[cfg(feature = "cuda")]
-        crate::check::Device::Cuda => tensorfold_engine::spawn(crate::cuda::load(&ck)?, config),
+        crate::check::Device::Cuda => {
+            let memory = crate::cuda_serve::ServeMemory {
+                utilization: args.gpu_memory_utilization,
+                kv_bytes: args.kv_cache_gib.map(|g| (g * (1u64 << 30) as f64) as usize),
+                parallel: config.parallel,
+                prefill_chunk: config.prefill_chunk,
+                prompt_cache_bytes: config.prompt_cache_bytes,
+                context,
+            };
+            tensorfold_engine::spawn(crate::cuda_serve::load(&ck, &memory)?, config)
+        }
         #[cfg(not(feature = "cuda"))]
         crate::check::Device::Cuda => bail!(
             "--device cuda: this binary was built without CUDA (cargo build --release --features cuda)"

@@ -48,7 +48,7 @@ pub struct SynthArgs {
     pub threads: usize,
 }
 
-struct Dims {
+pub(crate) struct Dims {
     hidden: usize,
     layers: usize,
     inter: usize,
@@ -59,7 +59,7 @@ struct Dims {
     tied: bool,
 }
 
-fn dims(shape: Shape) -> Dims {
+pub(crate) fn dims(shape: Shape) -> Dims {
     let d = |hidden, layers, inter, heads, kv, hk, hv, tied| Dims {
         hidden,
         layers,
@@ -200,7 +200,7 @@ fn plan(d: &Dims, layers: usize, mlx: bool) -> Vec<Planned> {
     v
 }
 
-fn config(shape: Shape, d: &Dims, layers: usize, mlx: bool) -> serde_json::Value {
+pub(crate) fn config(shape: Shape, d: &Dims, layers: usize, mlx: bool) -> serde_json::Value {
     let layer_types: Vec<&str> = (0..layers)
         .map(|i| {
             if (i + 1) % 4 == 0 {

@@ -49,3 +49,23 @@ fn serve_refuses_zero_parallel_streams() {
     let err = serve_fails(&["--parallel", "0", "--port", "0"]);
     assert!(err.contains("--parallel must be at least 1"), "{err}");
 }
+
+#[test]
+fn serve_refuses_a_gpu_memory_utilization_outside_zero_to_one() {
+    for bad in ["0", "1.5", "NaN"] {
+        let err = serve_fails(&["--gpu-memory-utilization", bad, "--port", "0"]);
+        assert!(
+            err.contains("--gpu-memory-utilization must be above 0 and at most 1"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn serve_refuses_a_kv_cache_of_zero_gib() {
+    let err = serve_fails(&["--kv-cache-gib", "0", "--port", "0"]);
+    assert!(
+        err.contains("--kv-cache-gib must be a positive number"),
+        "{err}"
+    );
+}

@@ -1,0 +1,115 @@
+//! `serve --device cuda`: the checkpoint on the GPU with a KV cache sized from the device memory left after the
+//! weights and a round of the widest prompt chunk (vLLM's --gpu-memory-utilization), so the engine admits a request
+//! only while its KV pages fit and no client can run the device out of memory.
+
+use anyhow::{bail, Result};
+use tensorfold_backend::RowRef;
+use tensorfold_core::{Checkpoint, LayerKind, ModelConfig};
+use tensorfold_cuda::{CudaBackend, PAGE_ROWS};
+use tensorfold_model::Qwen35;
+
+/// What the server may take of the device and what its streams hold beside the KV pages.
+pub struct ServeMemory {
+    /// Share of the device's memory TensorFold may use in all (weights, buffers, states, KV cache).
+    pub utilization: f64,
+    /// A fixed KV cache in bytes instead of what the share leaves.
+    pub kv_bytes: Option<usize>,
+    pub parallel: usize,
+    pub prefill_chunk: usize,
+    pub prompt_cache_bytes: usize,
+    pub context: usize,
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Bytes of one stream's DeltaNet states (recurrent state and conv taps, f32), twice: a round's new states are
+/// written beside the kept ones.
+fn slot_state_bytes(c: &ModelConfig) -> usize {
+    let linear = c
+        .layer_types
+        .iter()
+        .filter(|k| matches!(k, LayerKind::Linear))
+        .count();
+    let per_layer = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim
+        + c.conv_dim() * c.conv_kernel.saturating_sub(1);
+    2 * linear * per_layer * std::mem::size_of::<f32>()
+}
+
+/// Loads the checkpoint, runs one round of `prefill_chunk` prompt rows (the scratch pools keep the buffers it
+/// took, as serving would), then limits the KV cache to what `mem` leaves of the free memory.
+pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<Qwen35<CudaBackend>> {
+    let m = crate::cuda::load(ck)?;
+    let rows = mem.prefill_chunk.max(1);
+    {
+        let mut slot = m.new_slot();
+        let refs: Vec<RowRef> = (0..rows).map(|i| RowRef::chain(0, 0, 0, i)).collect();
+        // Logits for a window's worth of rows, as a round that also verifies drafts asks for.
+        let logit_rows: Vec<usize> = (rows.saturating_sub(64)..rows).collect();
+        m.forward(&refs, &vec![0; rows], &mut [&mut slot], &logit_rows)?;
+    }
+    let (free, total) = m.backend.memory().map_err(anyhow::Error::msg)?;
+    let c = &ck.config;
+    let page = CudaBackend::kv_page_bytes(c.num_key_value_heads * c.head_dim);
+    let layers = m.attention_layers() + usize::from(m.mtp.is_some());
+    let states = mem.parallel * slot_state_bytes(c);
+    let used = total.saturating_sub(free);
+    // Pages the warm-up round took and gave back are still allocated: they count as room, not as use.
+    let cached = m.backend.kv_cached_pages();
+    let kv = match mem.kv_bytes {
+        Some(b) => b,
+        None => {
+            ((mem.utilization * total as f64) as usize)
+                .saturating_sub(used + states + mem.prompt_cache_bytes)
+                + cached * page
+        }
+    };
+    let pages = kv / page;
+    let tokens = pages / layers.max(1) * PAGE_ROWS;
+    if tokens < PAGE_ROWS {
+        bail!(
+            "--device cuda: {:.1} of {:.1} GiB are in use after loading and a {rows}-row round, and {} parallel \
+             streams' states ({:.1} GiB) and the prompt cache ({:.1} GiB) leave no room for the KV cache at \
+             --gpu-memory-utilization {}: raise it, or lower --parallel, --prefill-chunk or --prompt-cache-gib",
+            used as f64 / GIB,
+            total as f64 / GIB,
+            mem.parallel,
+            states as f64 / GIB,
+            mem.prompt_cache_bytes as f64 / GIB,
+            mem.utilization
+        );
+    }
+    m.backend.set_kv_pages(pages);
+    eprintln!(
+        "cuda: {:.1} of {:.1} GiB in use after loading and a {rows}-row round; KV cache {:.2} GiB, {tokens} tokens \
+         across all streams{}",
+        used as f64 / GIB,
+        total as f64 / GIB,
+        (pages * page) as f64 / GIB,
+        if tokens < mem.context {
+            format!(" (fewer than the context, {}: longer requests are refused)", mem.context)
+        } else {
+            String::new()
+        }
+    );
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slot_state_bytes;
+    use crate::synth::{config, dims, Shape};
+    use tensorfold_core::ModelConfig;
+
+    #[test]
+    fn a_27b_streams_states_are_two_copies_of_48_layers_of_recurrent_state_and_conv_taps() {
+        let json = config(Shape::Q27b, &dims(Shape::Q27b), 64, false);
+        let c =
+            ModelConfig::from_value(&json, std::path::Path::new("config.json")).expect("parses");
+        // 48 DeltaNet layers of 48 value heads' 128 × 128 state, and conv taps of 2·16·128 + 48·128 = 10,240
+        // channels × 3 earlier positions; f32, twice.
+        assert_eq!(
+            slot_state_bytes(&c),
+            2 * 48 * (48 * 128 * 128 + 10_240 * 3) * 4
+        );
+    }
+}
