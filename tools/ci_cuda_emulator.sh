@@ -70,7 +70,7 @@ if ! "$bin" bench concurrent --url "http://127.0.0.1:$port" --levels 3 --alone -
   --max-tokens 8 --prompt-vocab 500 > "$emu/serve-bench.log" 2>&1; then
   cat "$emu/serve-bench.log"; echo "FAIL: concurrent requests through a small KV cache"; status=1
 fi
-grep -E "^\| 3 |KV cache" "$emu/serve-bench.log" "$emu/serve.log"
+grep -E "^\| 3 |KV cache" "$emu/serve-bench.log" "$emu/serve.log" || true
 kill $server; wait $server 2> /dev/null || true
 waited() {
   if wait "$1"; then
