@@ -20,9 +20,9 @@ pub struct ServeArgs {
     /// Port (0 picks a free one; the address is printed on stderr).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
-    /// Streams that share rounds.
-    #[arg(long, default_value_t = 4)]
-    pub parallel: usize,
+    /// Streams that share rounds (default: 4 on the CPU, 16 with --device cuda).
+    #[arg(long)]
+    pub parallel: Option<usize>,
     /// Longest prompt + reply in tokens (default: the model's max_position_embeddings, at most 32768).
     #[arg(long)]
     pub context: Option<usize>,
@@ -43,9 +43,11 @@ pub struct ServeArgs {
     pub no_drafts: bool,
     /// Prompt rows one round takes from the streams still prefilling (vLLM's --max-num-batched-tokens, SGLang's
     /// --chunked-prefill-size); a chunk also ends at each prompt-cache snapshot (every 1,024 tokens). Larger chunks
-    /// take fewer rounds for a long prompt and hold the other streams' rounds longer.
-    #[arg(long, default_value_t = EngineConfig::default().prefill_chunk)]
-    pub prefill_chunk: usize,
+    /// take fewer rounds for a long prompt and hold the other streams' rounds longer (default: 256 on the CPU, 2,048
+    /// with --device cuda, where 16 streams of 1,024-token prompts got their first token sooner and their replies
+    /// faster than at 256: BENCHMARKS.md §7, call 132).
+    #[arg(long)]
+    pub prefill_chunk: Option<usize>,
     /// Model id reported by /v1/models and in responses (default: the checkpoint directory's name).
     #[arg(long)]
     pub name: Option<String>,
@@ -69,10 +71,16 @@ pub struct ServeArgs {
 
 pub fn serve(args: ServeArgs) -> Result<()> {
     crate::run::init_threads(args.threads);
-    if args.parallel == 0 {
+    let (parallel, prefill_chunk) = match args.device {
+        crate::check::Device::Cpu => (4, EngineConfig::default().prefill_chunk),
+        crate::check::Device::Cuda => (16, 2048),
+    };
+    let parallel = args.parallel.unwrap_or(parallel);
+    let prefill_chunk = args.prefill_chunk.unwrap_or(prefill_chunk);
+    if parallel == 0 {
         bail!("--parallel must be at least 1");
     }
-    if args.prefill_chunk == 0 {
+    if prefill_chunk == 0 {
         bail!("--prefill-chunk must be at least 1");
     }
     if !(args.prompt_cache_gib.is_finite() && args.prompt_cache_gib >= 0.0) {
@@ -102,10 +110,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             .unwrap_or_else(|| "tensorfold".into())
     });
     let config = EngineConfig {
-        parallel: args.parallel,
+        parallel,
         context,
         max_queue: args.queue,
-        prefill_chunk: args.prefill_chunk,
+        prefill_chunk,
         prompt_cache_bytes: (args.prompt_cache_gib * (1u64 << 30) as f64) as usize,
         drafts: !args.no_drafts,
         ..EngineConfig::default()
@@ -156,8 +164,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             .with_context(|| format!("binding {addr}"))?;
         let local = listener.local_addr().context("reading the bound address")?;
         eprintln!(
-            "tensorfold: serving {name} on http://{local} (context {context}, {} parallel streams)",
-            args.parallel
+            "tensorfold: serving {name} on http://{local} (context {context}, {parallel} parallel streams, prompt \
+             chunks of {prefill_chunk} rows)"
         );
         let shutdown = async {
             tensorfold_server::shutdown_signal().await;
