@@ -152,6 +152,48 @@ impl KvPool {
     }
 }
 
+/// One attention layer's committed keys and values for one slot, copied on the device in page layout.
+pub struct CudaKvSnapshot {
+    dev: Arc<Dev>,
+    data: CudaSlice<f32>,
+    len: usize,
+    row: usize,
+}
+
+impl Drop for CudaKvSnapshot {
+    fn drop(&mut self) {
+        // The driver frees at once, ahead of recorded launches still unsent that read the copy: send them first.
+        self.dev.send_recorded();
+    }
+}
+
+impl CudaKvSnapshot {
+    /// The rows' keys and values on the host, `[len, row]` each (the CPU backend's layout), for the checks.
+    pub fn host(&self) -> (Vec<f32>, Vec<f32>) {
+        let pf = 2 * PAGE_ROWS * self.row;
+        let all = self
+            .dev
+            .download(&self.data, self.len.div_ceil(PAGE_ROWS) * pf);
+        let (mut k, mut v) = (
+            Vec::with_capacity(self.len * self.row),
+            Vec::with_capacity(self.len * self.row),
+        );
+        for (pi, host) in all.chunks(pf).enumerate() {
+            let n = (self.len - pi * PAGE_ROWS).min(PAGE_ROWS);
+            for j in 0..n {
+                k.extend((0..self.row).map(|c| host[c * PAGE_ROWS + j]));
+            }
+            v.extend_from_slice(&host[PAGE_ROWS * self.row..(PAGE_ROWS + n) * self.row]);
+        }
+        (k, v)
+    }
+
+    /// f32 values held (whole pages).
+    pub fn floats(&self) -> usize {
+        self.data.len()
+    }
+}
+
 /// The round's normed, rotated keys (by dimension: `[row][rows]`, as in the pages) and its values (`[rows, row]`),
 /// shared by the slots of the call.
 struct KvRound {
@@ -280,48 +322,36 @@ impl CudaKv {
         Ok(())
     }
 
-    /// Committed keys and values as `[len, row]` host vectors (a page holds its keys by dimension, `[row,
-    /// PAGE_ROWS]`, then its values by position).
-    pub(crate) fn export(&self) -> (Vec<f32>, Vec<f32>) {
-        let mut k = Vec::with_capacity(self.len * self.row);
-        let mut v = Vec::with_capacity(self.len * self.row);
-        for (pi, page) in self.pages.iter().enumerate() {
-            let n = (self.len - pi * PAGE_ROWS).min(PAGE_ROWS);
-            if n == 0 {
-                break;
-            }
-            let host = self.dev.download(page, self.page_floats());
-            for j in 0..n {
-                k.extend((0..self.row).map(|c| host[c * PAGE_ROWS + j]));
-            }
-            v.extend_from_slice(&host[PAGE_ROWS * self.row..(PAGE_ROWS + n) * self.row]);
+    /// A device copy of the committed rows' pages (the prompt cache keeps its snapshots on the device): one device
+    /// copy a page and no wait, where a host copy waited on the stream once a page (BENCHMARKS.md §7, call 133).
+    pub(crate) fn snapshot(&self) -> CudaKvSnapshot {
+        let pf = self.page_floats();
+        let pages = self.len.div_ceil(PAGE_ROWS);
+        let mut data = self.dev.alloc::<f32>(pages * pf);
+        for (pi, page) in self.pages.iter().take(pages).enumerate() {
+            self.dev.copy_at(page, 0, &mut data, pi * pf, pf);
         }
-        (k, v)
+        CudaKvSnapshot {
+            dev: self.dev.clone(),
+            data,
+            len: self.len,
+            row: self.row,
+        }
     }
 
-    /// A state holding exactly the committed rows `k`, `v` (`[n, row]` each).
-    pub(crate) fn import(&mut self, k: &[f32], v: &[f32]) -> Result<(), String> {
-        let n = k.len() / self.row.max(1);
-        self.reserve(n)?;
-        // The pages are written by the driver's copies below: what was recorded goes first (graph.rs).
-        self.dev.send_recorded();
-        for (pi, page) in self.pages.iter_mut().enumerate() {
-            let lo = pi * PAGE_ROWS;
-            if lo >= n {
-                break;
-            }
-            let m = (n - lo).min(PAGE_ROWS);
-            let mut host = vec![0f32; 2 * PAGE_ROWS * self.row];
-            for j in 0..m {
-                for c in 0..self.row {
-                    host[c * PAGE_ROWS + j] = k[(lo + j) * self.row + c];
-                }
-            }
-            host[PAGE_ROWS * self.row..(PAGE_ROWS + m) * self.row]
-                .copy_from_slice(&v[lo * self.row..(lo + m) * self.row]);
-            crate::device::ok(self.dev.stream.memcpy_htod(&host, page), "KV restore");
+    /// A state holding exactly the snapshot's rows.
+    pub(crate) fn restore(&mut self, snap: &CudaKvSnapshot) -> Result<(), String> {
+        self.reserve(snap.len)?;
+        let pf = self.page_floats();
+        for (pi, page) in self
+            .pages
+            .iter_mut()
+            .take(snap.len.div_ceil(PAGE_ROWS))
+            .enumerate()
+        {
+            self.dev.copy_at(&snap.data, pi * pf, page, 0, pf);
         }
-        self.len = n;
+        self.len = snap.len;
         Ok(())
     }
 }

@@ -6,6 +6,7 @@ use crate::device::{Arg, Dev};
 use crate::ops::{new_act, CudaAct, Prepared};
 use crate::round::{ancestry, round_rows};
 use crate::scratch::Buf;
+use cudarc::driver::CudaSlice;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use tensorfold_backend::{LinearParams, LinearSpec, RowRef};
@@ -44,11 +45,37 @@ pub struct CudaLinear {
     pending: Option<(Arc<LinRound>, Vec<usize>)>,
 }
 
-/// Host copies of a committed DeltaNet state (same layouts as the CPU backend's).
-#[derive(Clone, Debug, PartialEq)]
+/// A committed DeltaNet state copied on the device (the prompt cache keeps its snapshots there). Taking one is two
+/// device copies with no wait; the host copies it replaced waited on the stream and stalled every stream's round
+/// (BENCHMARKS.md §7, call 133).
 pub struct CudaLinearSnapshot {
-    pub conv_tail: Vec<f32>,
-    pub recurrent: Vec<f32>,
+    dev: Arc<Dev>,
+    conv_tail: CudaSlice<f32>,
+    recurrent: CudaSlice<f32>,
+    tail_len: usize,
+    state_len: usize,
+}
+
+impl Drop for CudaLinearSnapshot {
+    fn drop(&mut self) {
+        // The driver frees at once, ahead of recorded launches still unsent that read the copies: send them first.
+        self.dev.send_recorded();
+    }
+}
+
+impl CudaLinearSnapshot {
+    /// Host copies of the conv tail and the recurrent state (the CPU backend's layouts), for the checks.
+    pub fn host(&self) -> (Vec<f32>, Vec<f32>) {
+        (
+            self.dev.download(&self.conv_tail, self.tail_len),
+            self.dev.download(&self.recurrent, self.state_len),
+        )
+    }
+
+    /// f32 values held.
+    pub fn floats(&self) -> usize {
+        self.tail_len + self.state_len
+    }
 }
 
 impl CudaLinear {
@@ -70,16 +97,26 @@ impl CudaLinear {
 
     pub(crate) fn snapshot(&self) -> CudaLinearSnapshot {
         let committed = self.start.as_ref().unwrap_or(&self.state);
+        let dev = &self.dev;
+        let mut conv_tail = dev.alloc::<f32>(self.tail_len);
+        let mut recurrent = dev.alloc::<f32>(self.state_len);
+        dev.copy(&self.tail, &mut conv_tail, self.tail_len);
+        dev.copy(committed, &mut recurrent, self.state_len);
         CudaLinearSnapshot {
-            conv_tail: self.dev.download(&self.tail, self.tail_len),
-            recurrent: self.dev.download(committed, self.state_len),
+            dev: dev.clone(),
+            conv_tail,
+            recurrent,
+            tail_len: self.tail_len,
+            state_len: self.state_len,
         }
     }
 
     pub(crate) fn restore(dev: Arc<Dev>, snap: &CudaLinearSnapshot) -> Self {
-        let (tail_len, state_len) = (snap.conv_tail.len(), snap.recurrent.len());
-        let tail = dev.upload_buf(&snap.conv_tail);
-        let state = dev.upload_buf(&snap.recurrent);
+        let (tail_len, state_len) = (snap.tail_len, snap.state_len);
+        let mut tail = dev.scratch::<f32>(tail_len);
+        let mut state = dev.scratch::<f32>(state_len);
+        dev.copy(&snap.conv_tail, &mut tail, tail_len);
+        dev.copy(&snap.recurrent, &mut state, state_len);
         CudaLinear {
             dev,
             tail,

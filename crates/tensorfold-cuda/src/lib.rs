@@ -21,7 +21,7 @@ use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec
 use tensorfold_core::sampling::{LogitEdit, RowDraw};
 use tensorfold_core::{CoreError, Result, StoredMatrix};
 
-pub use attention::{CudaKv, KvPool, PAGE_ROWS};
+pub use attention::{CudaKv, CudaKvSnapshot, KvPool, PAGE_ROWS};
 pub use deltanet::{CudaLinear, CudaLinearSnapshot};
 pub use graph::GraphStats;
 pub use ops::{CudaAct, CudaMatrix, CudaVector};
@@ -186,7 +186,7 @@ impl Backend for CudaBackend {
     type LinearState = CudaLinear;
     type KvState = CudaKv;
     type LinearSnapshot = CudaLinearSnapshot;
-    type KvSnapshot = (Vec<f32>, Vec<f32>);
+    type KvSnapshot = CudaKvSnapshot;
 
     fn name(&self) -> String {
         format!("cuda: {}", self.dev.info)
@@ -222,19 +222,19 @@ impl Backend for CudaBackend {
     fn restore_linear(&self, snap: &CudaLinearSnapshot) -> CudaLinear {
         CudaLinear::restore(self.dev.clone(), snap)
     }
-    fn snapshot_kv(&self, st: &CudaKv) -> (Vec<f32>, Vec<f32>) {
-        st.export()
+    fn snapshot_kv(&self, st: &CudaKv) -> CudaKvSnapshot {
+        st.snapshot()
     }
-    fn restore_kv(&self, spec: &AttnSpec, snap: &(Vec<f32>, Vec<f32>)) -> Result<CudaKv> {
+    fn restore_kv(&self, spec: &AttnSpec, snap: &CudaKvSnapshot) -> Result<CudaKv> {
         let mut kv = CudaKv::new(self.dev.clone(), self.pool.clone(), spec);
-        kv.import(&snap.0, &snap.1).map_err(CoreError::Resource)?;
+        kv.restore(snap).map_err(CoreError::Resource)?;
         Ok(kv)
     }
     fn linear_snapshot_bytes(&self, snap: &CudaLinearSnapshot) -> usize {
-        4 * (snap.conv_tail.len() + snap.recurrent.len())
+        4 * snap.floats()
     }
-    fn kv_snapshot_bytes(&self, snap: &(Vec<f32>, Vec<f32>)) -> usize {
-        4 * (snap.0.len() + snap.1.len())
+    fn kv_snapshot_bytes(&self, snap: &CudaKvSnapshot) -> usize {
+        4 * snap.floats()
     }
     fn kv_pages(&self) -> (usize, usize, usize) {
         (PAGE_ROWS, self.pool.capacity(), self.pool.in_use())

@@ -62,7 +62,24 @@ struct Attn<B: Backend> {
     p: AttnParams<B>,
 }
 
-impl<B: Backend<KvSnapshot = (Vec<f32>, Vec<f32>)>> Mix for Attn<B> {
+/// A backend whose KV snapshots can be read on the host (`[len, row]` keys, then values), to compare states.
+trait KvHost: Backend {
+    fn kv_host(&self, snap: &Self::KvSnapshot) -> (Vec<f32>, Vec<f32>);
+}
+
+impl KvHost for CpuBackend {
+    fn kv_host(&self, snap: &(Vec<f32>, Vec<f32>)) -> (Vec<f32>, Vec<f32>) {
+        snap.clone()
+    }
+}
+
+impl KvHost for CudaBackend {
+    fn kv_host(&self, snap: &crate::CudaKvSnapshot) -> (Vec<f32>, Vec<f32>) {
+        snap.host()
+    }
+}
+
+impl<B: KvHost> Mix for Attn<B> {
     type St = B::KvState;
     fn fresh(&self) -> B::KvState {
         self.be.new_kv_state(&self.p.spec)
@@ -87,7 +104,7 @@ impl<B: Backend<KvSnapshot = (Vec<f32>, Vec<f32>)>> Mix for Attn<B> {
         self.be.keep_kv(st, path).expect("keep_kv");
     }
     fn state(&self, st: &B::KvState) -> Vec<f32> {
-        let (mut k, v) = self.be.snapshot_kv(st);
+        let (mut k, v) = self.be.kv_host(&self.be.snapshot_kv(st));
         k.extend(v);
         k
     }

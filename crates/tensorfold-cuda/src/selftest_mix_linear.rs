@@ -78,9 +78,8 @@ pub(super) fn cpu_lin_state(
 }
 
 fn gpu_lin_state(be: &CudaBackend, st: &crate::CudaLinear) -> Vec<f32> {
-    let s = be.snapshot_linear(st);
-    let mut v = s.conv_tail;
-    v.extend(s.recurrent);
+    let (mut v, recurrent) = be.snapshot_linear(st).host();
+    v.extend(recurrent);
     v
 }
 
