@@ -29,7 +29,7 @@ pub struct ServeArgs {
     /// Requests waiting beyond --parallel before new ones get 429.
     #[arg(long, default_value_t = 64)]
     pub queue: usize,
-    /// Prompt-cache budget in GiB (0 = off).
+    /// Prompt-cache budget in GiB (0 = off); with --device cuda the snapshots are kept in device memory.
     #[arg(long, default_value_t = 1.0)]
     pub prompt_cache_gib: f64,
     /// Accepted API key (repeatable); without any, no authentication.
