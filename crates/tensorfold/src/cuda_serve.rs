@@ -39,13 +39,24 @@ fn slot_state_bytes(c: &ModelConfig) -> usize {
 /// took, as serving would), then limits the KV cache to what `mem` leaves of the free memory.
 pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<Qwen35<CudaBackend>> {
     let m = crate::cuda::load(ck)?;
-    let rows = mem.prefill_chunk.max(1);
-    {
+    // No round takes more prompt rows than the context holds.
+    let rows = mem.prefill_chunk.clamp(1, mem.context.max(1));
+    // A device error inside an op panics (the Backend ops have no error channel): here, before serving, it becomes
+    // a clear error instead.
+    let warm = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut slot = m.new_slot();
         let refs: Vec<RowRef> = (0..rows).map(|i| RowRef::chain(0, 0, 0, i)).collect();
         // Logits for a window's worth of rows, as a round that also verifies drafts asks for.
         let logit_rows: Vec<usize> = (rows.saturating_sub(64)..rows).collect();
-        m.forward(&refs, &vec![0; rows], &mut [&mut slot], &logit_rows)?;
+        m.forward(&refs, &vec![0; rows], &mut [&mut slot], &logit_rows)
+            .map(|_| ())
+    }));
+    match warm {
+        Ok(r) => r?,
+        Err(_) => bail!(
+            "--device cuda: a round of {rows} prompt rows failed on the device (see the message above); lower \
+             --prefill-chunk"
+        ),
     }
     let (free, total) = m.backend.memory().map_err(anyhow::Error::msg)?;
     let c = &ck.config;
