@@ -59,7 +59,8 @@ done
 # longer than that gets a clear 400 and the server goes on; 3 concurrent 108-token requests (14 pages each) take
 # turns for pages and each equals the same request alone.
 port=18791
-"$bin" serve --device cuda --model fixtures/tiny-mlx-4bit --port $port --kv-cache-gib 0.0003 > "$emu/serve.log" 2>&1 &
+"$bin" serve --device cuda --model fixtures/tiny-mlx-4bit --port $port --kv-cache-gib 0.0003 --prefill-chunk 64 \
+  > "$emu/serve.log" 2>&1 &
 server=$!
 for _ in $(seq 1 300); do curl -s "localhost:$port/health" > /dev/null 2>&1 && break; sleep 1; done
 long=$(python3 -c 'print({"prompt": [i % 500 + 1 for i in range(400)], "max_tokens": 4})' | tr "'" '"' |
