@@ -1,6 +1,6 @@
 //! `serve --device cuda`: the checkpoint on the GPU with a KV cache sized from the device memory left after the
 //! weights and a round of the widest prompt chunk (vLLM's --gpu-memory-utilization), so the engine admits a request
-//! only while its KV pages fit and no client can run the device out of memory.
+//! only while its KV pages fit (an unbounded pool let many long requests at once run the device out of memory).
 
 use anyhow::{bail, Result};
 use tensorfold_backend::RowRef;
