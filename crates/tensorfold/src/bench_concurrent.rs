@@ -60,34 +60,22 @@ fn mix(mut z: u64) -> u64 {
 /// token ids; always streamed, with the usage chunk that carries the reply's token_sha.
 fn request(n: usize, i: usize, a: &ConcurrentArgs) -> (&'static str, Value) {
     let temperature = if i.is_multiple_of(2) { 0.0 } else { 0.8 };
-    let seed = a.seed + i as u64;
-    let stream = json!({"include_usage": true});
+    let mut body = json!({"max_tokens": a.max_tokens, "temperature": temperature, "seed": a.seed + i as u64,
+                          "stream": true, "stream_options": {"include_usage": true}});
     if let Some(len) = a.prompt_tokens {
         let base = mix(a.seed ^ mix(((n as u64) << 32) | i as u64));
         let ids: Vec<u64> = (0..len as u64)
             .map(|j| mix(base ^ j) % a.prompt_vocab.max(1))
             .collect();
-        return (
-            "/v1/completions",
-            json!({"prompt": ids, "max_tokens": a.max_tokens, "temperature": temperature, "seed": seed,
-                   "ignore_eos": true, "stream": true, "stream_options": stream}),
-        );
-    }
-    if (i / 2).is_multiple_of(2) {
-        let prompt = CODE[i % CODE.len()];
-        (
-            "/v1/completions",
-            json!({"prompt": prompt, "max_tokens": a.max_tokens, "temperature": temperature, "seed": seed,
-                   "ignore_eos": true, "stream": true, "stream_options": stream}),
-        )
+        body["prompt"] = json!(ids);
+    } else if (i / 2).is_multiple_of(2) {
+        body["prompt"] = json!(CODE[i % CODE.len()]);
     } else {
-        let content = CHAT[i % CHAT.len()];
-        (
-            "/v1/chat/completions",
-            json!({"messages": [{"role": "user", "content": content}], "max_tokens": a.max_tokens,
-                   "temperature": temperature, "seed": seed, "stream": true, "stream_options": stream}),
-        )
+        body["messages"] = json!([{"role": "user", "content": CHAT[i % CHAT.len()]}]);
+        return ("/v1/chat/completions", body);
     }
+    body["ignore_eos"] = json!(true);
+    ("/v1/completions", body)
 }
 
 struct Reply {

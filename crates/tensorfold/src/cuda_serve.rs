@@ -76,6 +76,9 @@ pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<Qwen35<CudaBackend>> {
     };
     let pages = kv / page;
     let tokens = pages / layers.max(1) * PAGE_ROWS;
+    if tokens < PAGE_ROWS && mem.kv_bytes.is_some() {
+        bail!("--kv-cache-gib leaves less than one KV page for each of the {layers} attention layers: raise it");
+    }
     if tokens < PAGE_ROWS {
         bail!(
             "--device cuda: {:.1} of {:.1} GiB are in use after loading and a {rows}-row round, and {} parallel \
