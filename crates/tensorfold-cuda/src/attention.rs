@@ -12,6 +12,12 @@ use tensorfold_backend::{AttnParams, AttnSpec, RowRef};
 
 /// Positions per page (PAGE in attention.cu).
 pub const PAGE_ROWS: usize = 16;
+
+/// f32 values of one KV page for attention rows of `row` floats: its keys by dimension, then its values.
+pub(crate) fn page_floats(row: usize) -> usize {
+    2 * PAGE_ROWS * row
+}
+
 /// Largest head_dim the kernels hold (HDMAX); heads per block of attn_prep (AW).
 const HDMAX: usize = 256;
 const AW: usize = 1;
@@ -170,7 +176,7 @@ impl Drop for CudaKvSnapshot {
 impl CudaKvSnapshot {
     /// The rows' keys and values on the host, `[len, row]` each (the CPU backend's layout), for the checks.
     pub fn host(&self) -> (Vec<f32>, Vec<f32>) {
-        let pf = 2 * PAGE_ROWS * self.row;
+        let pf = page_floats(self.row);
         let all = self
             .dev
             .download(&self.data, self.len.div_ceil(PAGE_ROWS) * pf);
@@ -247,7 +253,7 @@ impl CudaKv {
         self.len == 0
     }
     fn page_floats(&self) -> usize {
-        2 * PAGE_ROWS * self.row
+        page_floats(self.row)
     }
     fn table_ptr(&self) -> u64 {
         self.table.as_ref().map_or(0, |t| self.dev.ptr(t))

@@ -110,7 +110,7 @@ impl CudaBackend {
 
     /// Bytes of one KV page for attention rows of `row` floats (kv heads × head dim): keys and values in f32.
     pub fn kv_page_bytes(row: usize) -> usize {
-        2 * PAGE_ROWS * row * std::mem::size_of::<f32>()
+        attention::page_floats(row) * std::mem::size_of::<f32>()
     }
 
     /// With TENSORFOLD_CUDA_PROFILE=1: forgets the launches recorded so far.
