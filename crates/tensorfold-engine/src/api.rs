@@ -170,6 +170,45 @@ pub struct Stats {
     pub rounds_total: u64,
     /// Round costs timed at start (rows, microseconds) that seed the window planner; empty when not timed.
     pub round_costs_us: Vec<(usize, u64)>,
+    /// Where the engine thread's time went while streams were live.
+    pub times: EngineTimes,
+}
+
+/// The engine thread's time by phase, cumulative microseconds over all rounds. On a GPU the device works while the
+/// thread queues a round and waits for its draws; in the other phases it idles unless kernels were queued there
+/// (keep's), so they are the rounds' host overhead.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineTimes {
+    /// Laying out the round and running the model's forward (on a GPU: recording and sending its launches).
+    pub forward_us: u64,
+    /// Reading the round's draws or logits (on a GPU: waiting for the device to finish the round).
+    pub wait_us: u64,
+    /// Walking windows, sending tokens out and keeping accepted rows.
+    pub keep_us: u64,
+    /// Planning the next windows (drafters, the MTP head).
+    pub draft_us: u64,
+    /// Prompt-cache snapshots.
+    pub snapshot_us: u64,
+    /// The rest of the loop between rounds: commands, admission, planning marks, retiring streams.
+    pub other_us: u64,
+}
+
+impl EngineTimes {
+    /// Adds the time since `*t` to `*us` and restarts `*t`.
+    pub(crate) fn lap(us: &mut u64, t: &mut std::time::Instant) {
+        let now = std::time::Instant::now();
+        *us += now.duration_since(*t).as_micros() as u64;
+        *t = now;
+    }
+
+    pub fn total_us(&self) -> u64 {
+        self.forward_us
+            + self.wait_us
+            + self.keep_us
+            + self.draft_us
+            + self.snapshot_us
+            + self.other_us
+    }
 }
 
 #[derive(Clone, Debug)]

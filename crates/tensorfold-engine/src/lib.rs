@@ -12,7 +12,8 @@ mod round;
 pub mod scheduler;
 
 pub use api::{
-    EngineConfig, Event, FinishReason, Penalties, Request, Stats, SubmitError, TokenLogprob, Usage,
+    EngineConfig, EngineTimes, Event, FinishReason, Penalties, Request, Stats, SubmitError,
+    TokenLogprob, Usage,
 };
 /// The drafters module under its first name.
 pub use drafters as drafter;

@@ -2,7 +2,7 @@
 //! tree); the model runs them together; each window is walked (follow the first child whose token equals the
 //! draw), its accepted path kept, the drawn tokens streamed out, and the next windows drafted.
 
-use crate::api::{Event, FinishReason, Request, TokenLogprob, Usage};
+use crate::api::{EngineTimes, Event, FinishReason, Request, TokenLogprob, Usage};
 use crate::drafters::mtp::{absorb_and_draft, Absorb};
 use crate::drafters::{DraftTree, Drafter};
 use crate::penalties::{apply_penalties, penalty_edits};
@@ -105,13 +105,15 @@ fn window_tree<B: Backend>(st: &mut Stream<B>, max_draft: usize) -> Option<(Draf
     Some((tree.sanitized(max), source))
 }
 
-/// Runs one round over `live`; returns the number of draft rows verified and accepted.
+/// Runs one round over `live`; returns the number of draft rows verified and accepted. Adds its phases to `times`.
 pub(crate) fn run_round<B: Backend>(
     model: &Qwen35<B>,
     live: &mut [Stream<B>],
     plan: &RoundPlan,
     planner: &mut Planner,
+    times: &mut EngineTimes,
 ) -> Result<(usize, usize)> {
+    let mut lap = Instant::now();
     // Windows first, so that a shared round's rows are capped before they are laid out.
     let mut sources = Vec::with_capacity(live.len());
     let mut trees: Vec<Option<DraftTree>> = live
@@ -220,6 +222,7 @@ pub(crate) fn run_round<B: Backend>(
     let mut slots: Vec<&mut SlotState<B>> = live.iter_mut().map(|s| &mut s.slot).collect();
     let started = Instant::now();
     let (logits, taps) = model.forward_round(&rows, &tokens, &mut slots, &logit_rows, &tap_rows)?;
+    EngineTimes::lap(&mut times.forward_us, &mut lap);
     // A backend that draws where the logits are draws every row of the streams that need no host logits at once
     // (each row's token depends on that row alone, so drawing rows the walk never reaches changes nothing).
     let vocab = model.config.vocab_size;
@@ -263,6 +266,7 @@ pub(crate) fn run_round<B: Backend>(
         }
     }
     planner.record_round(rows.len(), started.elapsed().as_secs_f64());
+    EngineTimes::lap(&mut times.wait_us, &mut lap);
     // Each row is walked at most once, so its output is handed over, not copied; on the host, rows are read as
     // the walk reaches them.
     let mut row_logits = |r: usize| {
@@ -310,9 +314,11 @@ pub(crate) fn run_round<B: Backend>(
             }
         }
     }
+    EngineTimes::lap(&mut times.keep_us, &mut lap);
     if plan.max_draft > 0 {
         draft_next(model, live, &rows, &kept, &taps, &tap_at, plan, planner)?;
     }
+    EngineTimes::lap(&mut times.draft_us, &mut lap);
     Ok((drafted, accepted))
 }
 

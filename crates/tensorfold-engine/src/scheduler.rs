@@ -1,7 +1,9 @@
 //! The engine thread: admits queued requests into slots when their KV pages can be reserved (resuming from the
 //! prompt cache when a prefix is cached), runs rounds over every live stream, retires finished ones.
 
-use crate::api::{EngineConfig, Event, FinishReason, Request, Stats, SubmitError, Usage};
+use crate::api::{
+    EngineConfig, EngineTimes, Event, FinishReason, Request, Stats, SubmitError, Usage,
+};
 use crate::drafters::mtp::Backlog;
 use crate::plan::{Drafting, Planner};
 use crate::prompt_cache::PromptCache;
@@ -158,6 +160,9 @@ struct Engine<B: Backend> {
     cache: PromptCache<B>,
     reserved: usize,
     planner: Planner,
+    times: EngineTimes,
+    /// When the last round ended while streams were still live (the time to the next round is overhead).
+    round_end: Option<Instant>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -173,6 +178,8 @@ impl<B: Backend> Engine<B> {
             cache,
             reserved: 0,
             planner: Planner::default(),
+            times: EngineTimes::default(),
+            round_end: None,
         }
     }
 
@@ -365,6 +372,10 @@ impl<B: Backend> Engine<B> {
     }
 
     fn round(&mut self) {
+        let mut lap = Instant::now();
+        if let Some(end) = self.round_end.take() {
+            self.times.other_us += lap.duration_since(end).as_micros() as u64;
+        }
         let marks: Vec<Vec<usize>> = self.live.iter().map(|s| self.marks_for(s)).collect();
         let plan = RoundPlan {
             prompt_budget: self.cfg.prefill_chunk,
@@ -381,7 +392,15 @@ impl<B: Backend> Engine<B> {
             mtp_history: self.cfg.mtp_history,
         };
         let before: Vec<usize> = self.live.iter().map(|s| s.slot.len).collect();
-        match run_round(&self.model, &mut self.live, &plan, &mut self.planner) {
+        EngineTimes::lap(&mut self.times.other_us, &mut lap);
+        let ran = run_round(
+            &self.model,
+            &mut self.live,
+            &plan,
+            &mut self.planner,
+            &mut self.times,
+        );
+        match ran {
             Ok((drafted, accepted)) => {
                 let mut s = self.stats();
                 s.rounds_total += 1;
@@ -396,14 +415,24 @@ impl<B: Backend> Engine<B> {
                 }
             }
         }
-        // Prompt-cache snapshots at marks reached this round.
+        // Prompt-cache snapshots at marks reached this round (each times itself).
         for (i, st) in self.live.iter().enumerate() {
             let len = st.slot.len;
             if len != before[i] && len <= st.req.prompt.len() && marks[i].contains(&len) {
-                store_snapshot(&mut self.cache, &self.model, st);
+                store_snapshot(&mut self.cache, &self.model, st, &mut self.times);
             }
         }
+        // Published before retire sends Done too, so a caller reading stats after its reply sees its rounds.
+        let times = self.times.clone();
+        self.stats().times = times;
+        let snapshots = self.times.snapshot_us;
+        let retiring = Instant::now();
         self.retire();
+        let retire_us = retiring.elapsed().as_micros() as u64;
+        self.times.other_us += retire_us.saturating_sub(self.times.snapshot_us - snapshots);
+        self.round_end = (!self.live.is_empty()).then(Instant::now);
+        let times = self.times.clone();
+        self.stats().times = times;
     }
 
     /// Sends Done for finished or abandoned streams, keeps their final state in the cache, frees their pages.
@@ -433,7 +462,7 @@ impl<B: Backend> Engine<B> {
             let st = self.live.swap_remove(i);
             self.reserved -= st.reserved_pages;
             if self.cache.enabled() && st.slot.len > 0 && finish != FinishReason::Cancelled {
-                store_snapshot(&mut self.cache, &self.model, &st);
+                store_snapshot(&mut self.cache, &self.model, &st, &mut self.times);
             }
             let generated = st.tokens[st.req.prompt.len()..].to_vec();
             let mut usage = st.usage.clone();
@@ -459,7 +488,13 @@ impl<B: Backend> Engine<B> {
 }
 
 /// Caches the stream's committed state under the tokens that produced it, with the head's context before its end.
-fn store_snapshot<B: Backend>(cache: &mut PromptCache<B>, model: &Qwen35<B>, st: &Stream<B>) {
+fn store_snapshot<B: Backend>(
+    cache: &mut PromptCache<B>,
+    model: &Qwen35<B>,
+    st: &Stream<B>,
+    times: &mut EngineTimes,
+) {
+    let mut lap = Instant::now();
     let len = st.slot.len;
     let key = st.tokens[..len].to_vec();
     if cache.contains(&key) {
@@ -469,4 +504,5 @@ fn store_snapshot<B: Backend>(cache: &mut PromptCache<B>, model: &Qwen35<B>, st:
     let bytes = model.snapshot_bytes(&snap);
     let head = st.mtp.as_ref().and(st.drafting.latest.context_before(len));
     cache.insert(key, snap, head, bytes);
+    EngineTimes::lap(&mut times.snapshot_us, &mut lap);
 }

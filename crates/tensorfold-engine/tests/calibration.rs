@@ -51,3 +51,23 @@ fn no_rounds_are_timed_without_drafts_or_with_no_budget() {
         assert!(engine.stats().round_costs_us.is_empty());
     }
 }
+
+#[test]
+fn the_engine_thread_time_is_split_by_phase_and_snapshots_are_counted_apart() {
+    let cfg = EngineConfig {
+        prompt_cache_bytes: 64 << 20,
+        calibrate_secs: 0.0,
+        ..EngineConfig::default()
+    };
+    let engine = spawn(model(), cfg);
+    assert_eq!(engine.stats().times.total_us(), 0, "no stream has run yet");
+    let mut req = Request::greedy((1..40).collect(), 8);
+    req.ignore_eos = true;
+    let (tokens, _) = collect(engine.submit(req).unwrap()).unwrap();
+    assert_eq!(tokens.len(), 8);
+    let t = engine.stats().times;
+    // The CPU backend computes in forward; a finished reply and its prompt's end are snapshotted.
+    assert!(t.forward_us > 0, "{t:?}");
+    assert!(t.snapshot_us > 0, "{t:?}");
+    assert!(t.forward_us > t.keep_us + t.other_us, "{t:?}");
+}

@@ -205,6 +205,22 @@ impl Metrics {
             "Engine rounds run.",
             s.rounds_total,
         );
+        let _ = writeln!(out, "# HELP tensorfold_engine_thread_seconds_total The engine thread's time while streams are live, by phase (forward and wait: the device works; the rest is per-round overhead).\n# TYPE tensorfold_engine_thread_seconds_total counter");
+        let t = &s.times;
+        for (phase, us) in [
+            ("forward", t.forward_us),
+            ("wait", t.wait_us),
+            ("keep", t.keep_us),
+            ("draft", t.draft_us),
+            ("snapshot", t.snapshot_us),
+            ("other", t.other_us),
+        ] {
+            let _ = writeln!(
+                out,
+                "tensorfold_engine_thread_seconds_total{{phase=\"{phase}\"}} {:.6}",
+                us as f64 / 1e6
+            );
+        }
         self.time_to_first_token.render(
             &mut out,
             "tensorfold_time_to_first_token_seconds",
@@ -234,5 +250,18 @@ mod tests {
         assert!(text.contains("tensorfold_time_to_first_token_seconds_bucket{le=\"0.25\"} 2"));
         assert!(text.contains("tensorfold_time_to_first_token_seconds_bucket{le=\"+Inf\"} 3"));
         assert!(text.contains("tensorfold_time_to_first_token_seconds_count 3"));
+    }
+
+    #[test]
+    fn engine_thread_time_renders_by_phase_in_seconds() {
+        let mut s = Stats::default();
+        s.times.snapshot_us = 1_500_000;
+        s.times.wait_us = 250;
+        let text = Metrics::default().render(&s);
+        assert!(
+            text.contains("tensorfold_engine_thread_seconds_total{phase=\"snapshot\"} 1.500000")
+        );
+        assert!(text.contains("tensorfold_engine_thread_seconds_total{phase=\"wait\"} 0.000250"));
+        assert!(text.contains("tensorfold_engine_thread_seconds_total{phase=\"forward\"} 0.000000"));
     }
 }

@@ -1,8 +1,8 @@
 //! `tensorfold bench concurrent`: drives a running `tensorfold serve` with 1, 2, 4, 8… concurrent streamed requests
 //! (code and chat prompts, or `--prompt-tokens N` random token ids as serving benchmarks' random datasets do; T = 0
 //! and T > 0, stream i seeded seed + i), checks each reply's token_sha against the same request alone (`--alone`)
-//! and with `"draft": false` (`--serial`), and prints aggregate and per-stream tok/s, time to first token and time
-//! per output token.
+//! and with `"draft": false` (`--serial`), and prints aggregate and per-stream tok/s, time to first token, time per
+//! output token and the gaps between text chunks (inter-token latency).
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -84,6 +84,8 @@ struct Reply {
     /// Seconds from sending to the end of the reply's stream, and to its first text.
     secs: f64,
     first: f64,
+    /// Seconds between consecutive text chunks (vLLM's ITL; a drafted round's tokens may share one chunk).
+    gaps: Vec<f64>,
 }
 
 impl Reply {
@@ -117,6 +119,7 @@ fn post(a: &ConcurrentArgs, path: &str, body: &Value) -> Result<Reply> {
         .send_json(body.clone())
         .with_context(|| format!("POST {url}"))?;
     let (mut first, mut usage) = (None, None);
+    let (mut last_text, mut gaps) = (0.0, Vec::new());
     for line in std::io::BufReader::new(resp.into_reader()).lines() {
         let line = line.with_context(|| format!("reading the stream of {url}"))?;
         let Some(data) = line.strip_prefix("data: ") else {
@@ -129,8 +132,14 @@ fn post(a: &ConcurrentArgs, path: &str, body: &Value) -> Result<Reply> {
         if chunk.get("error").is_some() {
             bail!("{url} streamed an error: {}", chunk["error"]);
         }
-        if first.is_none() && has_text(&chunk) {
-            first = Some(t.elapsed().as_secs_f64());
+        if has_text(&chunk) {
+            let now = t.elapsed().as_secs_f64();
+            if first.is_none() {
+                first = Some(now);
+            } else {
+                gaps.push(now - last_text);
+            }
+            last_text = now;
         }
         if chunk["usage"].is_object() && chunk["tensorfold"].is_object() {
             usage = Some(chunk);
@@ -148,7 +157,17 @@ fn post(a: &ConcurrentArgs, path: &str, body: &Value) -> Result<Reply> {
         tokens,
         secs,
         first: first.unwrap_or(secs),
+        gaps,
     })
+}
+
+/// The 99th percentile (nearest rank) and the largest of `v` (empty: zeros).
+fn p99_max(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    match v.last() {
+        Some(&max) => (v[(v.len() * 99).div_ceil(100) - 1], max),
+        None => (0.0, 0.0),
+    }
 }
 
 /// The median and the largest of `v` (empty: zeros).
@@ -162,8 +181,8 @@ fn median_max(mut v: Vec<f64>) -> (f64, f64) {
 
 pub fn run(a: ConcurrentArgs) -> Result<()> {
     let mut differences = 0;
-    println!("| streams | aggregate tok/s | per-stream tok/s (mean) | TTFT median / max (s) | TPOT mean (ms) | wall s | equal alone | equal draft:false |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| streams | aggregate tok/s | per-stream tok/s (mean) | TTFT median / max (s) | TPOT mean (ms) | ITL p99 / max (ms) | wall s | equal alone | equal draft:false |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for &n in &a.levels {
         let reqs: Vec<(&str, Value)> = (0..n).map(|i| request(n, i, &a)).collect();
         let t = Instant::now();
@@ -188,6 +207,7 @@ pub fn run(a: ConcurrentArgs) -> Result<()> {
         let (ttft, ttft_max) = median_max(replies.iter().map(|r| r.first).collect());
         let tpots: Vec<f64> = replies.iter().filter_map(Reply::tpot).collect();
         let tpot = tpots.iter().sum::<f64>() / tpots.len().max(1) as f64;
+        let (itl99, itl_max) = p99_max(replies.iter().flat_map(|r| r.gaps.clone()).collect());
         let (mut alone_eq, mut serial_eq) = (0, 0);
         for ((path, body), r) in reqs.iter().zip(&replies) {
             if a.alone {
@@ -219,10 +239,12 @@ pub fn run(a: ConcurrentArgs) -> Result<()> {
         }
         let show = |on: bool, eq: usize| if on { format!("{eq}/{n}") } else { "-".into() };
         println!(
-            "| {n} | {:.1} | {:.1} | {ttft:.3} / {ttft_max:.3} | {:.2} | {wall:.2} | {} | {} |",
+            "| {n} | {:.1} | {:.1} | {ttft:.3} / {ttft_max:.3} | {:.2} | {:.1} / {:.1} | {wall:.2} | {} | {} |",
             tokens as f64 / wall,
             per_stream,
             tpot * 1e3,
+            itl99 * 1e3,
+            itl_max * 1e3,
             show(a.alone, alone_eq),
             show(a.serial, serial_eq)
         );
