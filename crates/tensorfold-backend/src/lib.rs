@@ -104,6 +104,24 @@ pub trait Backend: Send + Sync + 'static {
         path: &[usize],
     ) -> Result<()>;
     fn keep_kv(&self, st: &mut Self::KvState, path: &[usize]) -> Result<()>;
+    /// `keep_linear` for one layer's states of several slots (a GPU commits them in one launch).
+    fn keep_linear_many(
+        &self,
+        spec: &LinearSpec,
+        items: &mut [(&mut Self::LinearState, &[usize])],
+    ) -> Result<()> {
+        for (st, path) in items.iter_mut() {
+            self.keep_linear(spec, st, path)?;
+        }
+        Ok(())
+    }
+    /// `keep_kv` for one layer's states of several slots.
+    fn keep_kv_many(&self, items: &mut [(&mut Self::KvState, &[usize])]) -> Result<()> {
+        for (st, path) in items.iter_mut() {
+            self.keep_kv(st, path)?;
+        }
+        Ok(())
+    }
     fn snapshot_linear(&self, st: &Self::LinearState) -> Self::LinearSnapshot;
     fn restore_linear(&self, snap: &Self::LinearSnapshot) -> Self::LinearState;
     fn snapshot_kv(&self, st: &Self::KvState) -> Self::KvSnapshot;

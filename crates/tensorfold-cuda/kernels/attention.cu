@@ -357,13 +357,18 @@ extern "C" __global__ void attn_merge(const float* __restrict__ qg, const float*
     }
 }
 
-// Appends round rows `path` (keys from kround [row][rr], values from vround [rr][row]) at positions start.. of
-// a slot's pages.
+// Appends round rows to the pages of every slot of a round, one launch for all: slot s (blockIdx.y) takes the
+// offs[3s + 1] rows listed at paths + offs[3s] (keys from kround [row][rr], values from vround [rr][row]) at
+// positions offs[3s + 2].. of the pages in its table tables[s]. A decode round of many streams otherwise paid a
+// launch a stream a layer.
 extern "C" __global__ void kv_keep(const float* __restrict__ kround, const float* __restrict__ vround,
-                                   const u64* __restrict__ table, const int* __restrict__ path, int start, int row,
-                                   int rr) {
+                                   const u64* __restrict__ tables, const int* __restrict__ paths,
+                                   const int* __restrict__ offs, int row, int rr) {
     kernel_entry();
-    const int t = start + blockIdx.x, src = path[blockIdx.x];
+    const int* o = offs + 3 * blockIdx.y;
+    if ((int)blockIdx.x >= o[1]) return;
+    const int t = o[2] + blockIdx.x, src = paths[o[0] + blockIdx.x];
+    const u64* table = reinterpret_cast<const u64*>(tables[blockIdx.y]);
     float* page = reinterpret_cast<float*>(table[t / PAGE]);
     float* kd = page + t % PAGE;
     float* vd = page + (size_t)(PAGE + t % PAGE) * row;

@@ -405,14 +405,20 @@ extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
     }
 }
 
-// The conv tail after keeping `path`: the last K−1 rows of (old tail ++ path's pre-conv inputs).
-extern "C" __global__ void dn_tail_keep(const float* __restrict__ old_tail, const float* __restrict__ mixed,
-                                        float* __restrict__ new_tail, const int* __restrict__ path, int plen, int C,
-                                        int K) {
+// The conv tails of every slot of a round after its kept rows, one launch for all: slot s (blockIdx.z) keeps the
+// offs[2s + 1] rows listed at paths + offs[2s]; its new tail row t is row plen + t of (its old tail ++ those rows'
+// mixed inputs). A decode round of many streams otherwise paid a launch a stream a layer.
+extern "C" __global__ void dn_tail_keep(const u64* __restrict__ old_tails, const u64* __restrict__ mixeds,
+                                        const u64* __restrict__ new_tails, const int* __restrict__ paths,
+                                        const int* __restrict__ offs, int C, int K) {
     kernel_entry();
-    const int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y, s = blockIdx.z;
     if (c >= C) return;
-    const int idx = plen + t;
+    const int* path = paths + offs[2 * s];
+    const int idx = offs[2 * s + 1] + t;
+    const float* old_tail = reinterpret_cast<const float*>(old_tails[s]);
+    const float* mixed = reinterpret_cast<const float*>(mixeds[s]);
+    float* new_tail = reinterpret_cast<float*>(new_tails[s]);
     new_tail[(size_t)t * C + c] =
         idx < K - 1 ? old_tail[(size_t)idx * C + c] : mixed[(size_t)path[idx - (K - 1)] * C + c];
 }

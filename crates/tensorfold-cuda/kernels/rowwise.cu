@@ -93,6 +93,22 @@ extern "C" __global__ void copy_words(const u32* __restrict__ src, u32* __restri
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
+// The first `pages` pages of a KV state (device page table `table`, `page_words` 32-bit words a page) copied into
+// one contiguous buffer, page p at p·page_words, or back from it when `restore` != 0: a prompt-cache snapshot or
+// its restore in one launch a layer, where a copy a page cost the host a driver call each (BENCHMARKS.md §7).
+extern "C" __global__ void copy_pages(const u64* __restrict__ table, u32* __restrict__ flat, u64 page_words,
+                                      int pages, int restore) {
+    kernel_entry();
+    for (int p = blockIdx.y; p < pages; p += gridDim.y) {
+        u32* page = reinterpret_cast<u32*>(table[p]);
+        u32* buf = flat + (u64)p * page_words;
+        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < page_words; i += (u64)gridDim.x * blockDim.x) {
+            if (restore) page[i] = buf[i];
+            else buf[i] = page[i];
+        }
+    }
+}
+
 // silu(g)·u, one thread per element, and the output's tensor-core form when prep != 0 (cols % 32 == 0).
 extern "C" __global__ void swiglu(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ out,
                                   u16* __restrict__ oh, u16* __restrict__ ol, float* __restrict__ os,

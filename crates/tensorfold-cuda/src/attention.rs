@@ -297,46 +297,73 @@ impl CudaKv {
         Ok(())
     }
 
-    /// Commits the pending rows on `path` (round rows, in position order) and drops the others.
-    pub(crate) fn keep(&mut self, path: &[usize]) -> Result<(), String> {
-        let pending = self.pending.take();
-        if path.is_empty() {
+    /// Commits the pending rows on each state's path (round rows, in position order) and drops the others: one
+    /// launch for the states pending from the same round (a decode round of 16 streams paid 16 a layer before).
+    pub(crate) fn keep_many(items: &mut [(&mut CudaKv, &[usize])]) -> Result<(), String> {
+        let Some(dev) = items.first().map(|(st, _)| st.dev.clone()) else {
             return Ok(());
+        };
+        let kept: usize = items.iter().map(|(_, path)| path.len()).sum();
+        if kept > 0 {
+            dev.round_rows(kept);
         }
-        let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
-        crate::round::check_pending(&rows, path)?;
-        self.dev.round_rows(path.len());
-        self.reserve(self.len + path.len())?;
-        let idx: Vec<i32> = path.iter().map(|&r| r as i32).collect();
-        let idx = self.dev.stage_i32s(&idx);
-        let dev = &self.dev;
-        dev.launch(
-            "kv_keep",
-            (path.len() as u32, 1, 1),
-            256,
-            &[
-                Arg::P(dev.ptr(&round.k)),
-                Arg::P(dev.ptr(&*round.v)),
-                Arg::P(self.table_ptr()),
-                Arg::P(dev.staged_ptr(&idx)),
-                Arg::I(self.len as i32),
-                Arg::I(self.row as i32),
-                Arg::I(round.rows as i32),
-            ],
-        );
-        self.len += path.len();
+        // Per round: its keys and values, then each state's (table, path, position of its first kept row).
+        type Entry = (u64, Vec<i32>, usize);
+        let mut groups: Vec<(Arc<KvRound>, Vec<Entry>, usize)> = Vec::new();
+        for (st, path) in items.iter_mut() {
+            let pending = st.pending.take();
+            if path.is_empty() {
+                continue;
+            }
+            let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
+            crate::round::check_pending(&rows, path)?;
+            st.reserve(st.len + path.len())?;
+            let entry = (
+                st.table_ptr(),
+                path.iter().map(|&r| r as i32).collect(),
+                st.len,
+            );
+            st.len += path.len();
+            match groups.iter_mut().find(|g| Arc::ptr_eq(&g.0, &round)) {
+                Some(g) => g.1.push(entry),
+                None => groups.push((round, vec![entry], st.row)),
+            }
+        }
+        for (round, entries, row) in groups {
+            let tables: Vec<u64> = entries.iter().map(|e| e.0).collect();
+            let (mut paths, mut offs) = (Vec::new(), Vec::new());
+            for (_, path, start) in &entries {
+                offs.extend([paths.len() as i32, path.len() as i32, *start as i32]);
+                paths.extend_from_slice(path);
+            }
+            let longest = entries.iter().map(|e| e.1.len()).max().unwrap_or(0);
+            let tables = dev.stage_u64s(&tables);
+            let (paths, offs) = (dev.stage_i32s(&paths), dev.stage_i32s(&offs));
+            dev.launch(
+                "kv_keep",
+                (longest as u32, entries.len() as u32, 1),
+                256,
+                &[
+                    Arg::P(dev.ptr(&round.k)),
+                    Arg::P(dev.ptr(&*round.v)),
+                    Arg::P(dev.staged_ptr(&tables)),
+                    Arg::P(dev.staged_ptr(&paths)),
+                    Arg::P(dev.staged_ptr(&offs)),
+                    Arg::I(row as i32),
+                    Arg::I(round.rows as i32),
+                ],
+            );
+        }
         Ok(())
     }
 
-    /// A device copy of the committed rows' pages (the prompt cache keeps its snapshots on the device): one device
-    /// copy a page and no wait, where a host copy waited on the stream once a page (BENCHMARKS.md §7, call 133).
+    /// A device copy of the committed rows' pages (the prompt cache keeps its snapshots on the device): one launch
+    /// through the page table and no wait. A host copy waited on the stream once a page (call 133), and a driver
+    /// copy a page still cost the engine thread about 9 ms a 1,024-token snapshot of the 27B shape (call 134).
     pub(crate) fn snapshot(&self) -> CudaKvSnapshot {
-        let pf = self.page_floats();
         let pages = self.len.div_ceil(PAGE_ROWS);
-        let mut data = self.dev.alloc::<f32>(pages * pf);
-        for (pi, page) in self.pages.iter().take(pages).enumerate() {
-            self.dev.copy_at(page, 0, &mut data, pi * pf, pf);
-        }
+        let data = self.dev.alloc::<f32>(pages * self.page_floats());
+        self.copy_pages(&data, pages, false);
         CudaKvSnapshot {
             dev: self.dev.clone(),
             data,
@@ -348,17 +375,34 @@ impl CudaKv {
     /// A state holding exactly the snapshot's rows.
     pub(crate) fn restore(&mut self, snap: &CudaKvSnapshot) -> Result<(), String> {
         self.reserve(snap.len)?;
-        let pf = self.page_floats();
-        for (pi, page) in self
-            .pages
-            .iter_mut()
-            .take(snap.len.div_ceil(PAGE_ROWS))
-            .enumerate()
-        {
-            self.dev.copy_at(&snap.data, pi * pf, page, 0, pf);
-        }
+        self.copy_pages(&snap.data, snap.len.div_ceil(PAGE_ROWS), true);
         self.len = snap.len;
         Ok(())
+    }
+
+    /// The first `pages` pages to `flat` (page p at p·page_floats), or from it when `restore`.
+    fn copy_pages(&self, flat: &CudaSlice<f32>, pages: usize, restore: bool) {
+        if pages == 0 {
+            return;
+        }
+        let words = self.page_floats();
+        assert!(pages <= self.pages.len() && flat.len() >= pages * words);
+        self.dev.launch(
+            "copy_pages",
+            (
+                (words.div_ceil(256) as u32).min(32),
+                (pages as u32).min(65_535),
+                1,
+            ),
+            256,
+            &[
+                Arg::P(self.table_ptr()),
+                Arg::P(self.dev.ptr(flat)),
+                Arg::P(words as u64),
+                Arg::I(pages as i32),
+                Arg::I(restore as i32),
+            ],
+        );
     }
 }
 

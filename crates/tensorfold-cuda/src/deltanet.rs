@@ -130,69 +130,99 @@ impl CudaLinear {
         }
     }
 
-    /// Commits the rows on `path` (root first): conv tail and recurrent state become those after its last row.
-    pub(crate) fn keep(&mut self, p_spec: &LinearSpec, path: &[usize]) -> Result<(), String> {
-        let pending = self.pending.take();
-        let start = self.start.take();
-        let in_place = std::mem::take(&mut self.in_place);
-        if path.is_empty() {
-            if let Some(s) = start {
-                self.state = s;
-            }
+    /// Commits the rows on each state's path (root first; states of one layer, pending from the same round or
+    /// not): conv tail and recurrent state become those after the path's last row. The conv tails of all the
+    /// states are written by one launch (a decode round of 16 streams paid 16 a layer before).
+    pub(crate) fn keep_many(
+        spec: &LinearSpec,
+        items: &mut [(&mut CudaLinear, &[usize])],
+    ) -> Result<(), String> {
+        let Some(dev) = items.first().map(|(st, _)| st.dev.clone()) else {
             return Ok(());
+        };
+        let (c, k) = (spec.conv_channels(), spec.conv_kernel);
+        let kept: usize = items.iter().map(|(_, path)| path.len()).sum();
+        if kept > 0 {
+            dev.round_rows(kept);
         }
-        let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
-        crate::round::check_pending(&rows, path)?;
-        let s = p_spec;
-        let (c, k) = (s.conv_channels(), s.conv_kernel);
-        let dev = self.dev.clone();
-        dev.round_rows(path.len());
-        let idx: Vec<i32> = path.iter().map(|&r| r as i32).collect();
-        let idx_dev = dev.stage_i32s(&idx);
-        if k > 1 {
-            let new_tail = self
-                .spare_tail
-                .take()
-                .unwrap_or_else(|| dev.scratch::<f32>(self.tail_len));
+        // The tails' launch: (old tail, mixed input, new tail) of each state, its path and (path offset, length).
+        let (mut old, mut mixed, mut new) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut paths, mut offs) = (Vec::new(), Vec::new());
+        // The rounds stay alive until that launch is queued: a recycled buffer must not be reused before it.
+        let mut held = Vec::new();
+        for (st, path) in items.iter_mut() {
+            let pending = st.pending.take();
+            let start = st.start.take();
+            let in_place = std::mem::take(&mut st.in_place);
+            if path.is_empty() {
+                if let Some(s) = start {
+                    st.state = s;
+                }
+                continue;
+            }
+            let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
+            crate::round::check_pending(&rows, path)?;
+            let idx: Vec<i32> = path.iter().map(|&r| r as i32).collect();
+            if k > 1 {
+                let new_tail = st
+                    .spare_tail
+                    .take()
+                    .unwrap_or_else(|| dev.scratch::<f32>(st.tail_len));
+                old.push(dev.ptr(&st.tail));
+                mixed.push(dev.ptr(&*round.mixed));
+                new.push(dev.ptr(&new_tail));
+                offs.extend([paths.len() as i32, path.len() as i32]);
+                paths.extend_from_slice(&idx);
+                st.spare_tail = Some(std::mem::replace(&mut st.tail, new_tail));
+            }
+            if in_place.as_slice() != *path {
+                // The in-place state followed another branch (or more rows): replay the kept rows from the start.
+                if let Some(s) = start {
+                    st.state = s;
+                }
+                let list: Vec<i32> = idx.iter().flat_map(|&r| [r, -1, -1]).collect();
+                let list = dev.stage_i32s(&list);
+                let slot_off = dev.stage_i32s(&[0, path.len() as i32]);
+                let ptrs = dev.stage_u64s(&[dev.ptr(&st.state), 0]);
+                let base = dev.staged_ptr(&ptrs);
+                recur(
+                    &dev,
+                    spec,
+                    &round.params,
+                    &round,
+                    (0, 0),
+                    (base, base + 8, 0),
+                    (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
+                    (1, path.len()),
+                    None,
+                    recur_rows_per_warp(spec.value_dim),
+                );
+            }
+            held.push(round);
+        }
+        if !old.is_empty() {
+            let n = old.len();
+            old.extend(mixed);
+            old.extend(new);
+            let ptrs = dev.stage_u64s(&old);
+            let base = dev.staged_ptr(&ptrs);
+            let (paths, offs) = (dev.stage_i32s(&paths), dev.stage_i32s(&offs));
             dev.launch(
                 "dn_tail_keep",
-                (c.div_ceil(256) as u32, (k - 1) as u32, 1),
+                (c.div_ceil(256) as u32, (k - 1) as u32, n as u32),
                 256,
                 &[
-                    Arg::P(dev.ptr(&self.tail)),
-                    Arg::P(dev.ptr(&*round.mixed)),
-                    Arg::P(dev.ptr(&new_tail)),
-                    Arg::P(dev.staged_ptr(&idx_dev)),
-                    Arg::I(path.len() as i32),
+                    Arg::P(base),
+                    Arg::P(base + 8 * n as u64),
+                    Arg::P(base + 16 * n as u64),
+                    Arg::P(dev.staged_ptr(&paths)),
+                    Arg::P(dev.staged_ptr(&offs)),
                     Arg::I(c as i32),
                     Arg::I(k as i32),
                 ],
             );
-            self.spare_tail = Some(std::mem::replace(&mut self.tail, new_tail));
         }
-        if in_place.as_slice() != path {
-            // The in-place state followed another branch (or more rows): replay the kept rows from the start.
-            if let Some(st) = start {
-                self.state = st;
-            }
-            let list: Vec<i32> = idx.iter().flat_map(|&r| [r, -1, -1]).collect();
-            let list = dev.stage_i32s(&list);
-            let slot_off = dev.stage_i32s(&[0, path.len() as i32]);
-            let ptrs = dev.stage_u64s(&[dev.ptr(&self.state), 0]);
-            let base = dev.staged_ptr(&ptrs);
-            recur(
-                &dev,
-                s,
-                &round.params,
-                &round,
-                (0, 0),
-                (base, base + 8, 0),
-                (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
-                (1, path.len()),
-                None,
-                recur_rows_per_warp(s.value_dim),
-            );
-        }
+        drop(held);
         Ok(())
     }
 }

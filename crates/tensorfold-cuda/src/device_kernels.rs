@@ -9,6 +9,7 @@ pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] =
 pub fn kernel_names() -> Vec<String> {
     let mut v: Vec<String> = [
         "copy_words",
+        "copy_pages",
         "rms_norm",
         "add_assign",
         "swiglu",

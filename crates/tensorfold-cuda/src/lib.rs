@@ -211,10 +211,20 @@ impl Backend for CudaBackend {
         kv.len()
     }
     fn keep_linear(&self, spec: &LinearSpec, st: &mut CudaLinear, path: &[usize]) -> Result<()> {
-        st.keep(spec, path).map_err(CoreError::Invalid)
+        self.keep_linear_many(spec, &mut [(st, path)])
     }
     fn keep_kv(&self, st: &mut CudaKv, path: &[usize]) -> Result<()> {
-        st.keep(path).map_err(CoreError::Resource)
+        self.keep_kv_many(&mut [(st, path)])
+    }
+    fn keep_linear_many(
+        &self,
+        spec: &LinearSpec,
+        items: &mut [(&mut CudaLinear, &[usize])],
+    ) -> Result<()> {
+        CudaLinear::keep_many(spec, items).map_err(CoreError::Invalid)
+    }
+    fn keep_kv_many(&self, items: &mut [(&mut CudaKv, &[usize])]) -> Result<()> {
+        CudaKv::keep_many(items).map_err(CoreError::Resource)
     }
     fn snapshot_linear(&self, st: &CudaLinear) -> CudaLinearSnapshot {
         st.snapshot()

@@ -30,6 +30,8 @@ trait Mix {
     fn fresh(&self) -> Self::St;
     fn round(&self, rows: &[Row], sts: &mut [&mut Self::St]) -> Vec<f32>;
     fn keep(&self, st: &mut Self::St, path: &[usize]);
+    /// `keep` for several slots at once (one launch a layer on the GPU).
+    fn keep_many(&self, items: &mut [(&mut Self::St, &[usize])]);
     fn state(&self, st: &Self::St) -> Vec<f32>;
     fn copy(&self, st: &Self::St) -> Self::St;
     fn out_cols(&self) -> usize;
@@ -102,6 +104,9 @@ impl<B: KvHost> Mix for Attn<B> {
     }
     fn keep(&self, st: &mut B::KvState, path: &[usize]) {
         self.be.keep_kv(st, path).expect("keep_kv");
+    }
+    fn keep_many(&self, items: &mut [(&mut B::KvState, &[usize])]) {
+        self.be.keep_kv_many(items).expect("keep_kv_many");
     }
     fn state(&self, st: &B::KvState) -> Vec<f32> {
         let (mut k, v) = self.be.kv_host(&self.be.snapshot_kv(st));
@@ -247,6 +252,36 @@ fn invariance<M: Mix>(rep: &mut Report, name: &str, m: &M, full: &Run, before: &
         &format!("{name}: state kept from the tree (replay) == state after the plain chain"),
         &m.state(&st),
         &full.kept[0],
+    );
+    // Every slot kept in one keep (the engine's) == slot by slot: the prefill's two chains, then the tree
+    // round's replayed path, chain and single row.
+    let mut sts: Vec<M::St> = (0..3).map(|_| m.fresh()).collect();
+    let mut pre = chain(0, 0, 0, HIST[0], 0);
+    pre.extend(chain(1, 0, HIST[0], HIST[1], 50));
+    m.round(&pre, &mut sts.iter_mut().collect::<Vec<_>>());
+    let (p0, p1): (Vec<usize>, Vec<usize>) =
+        ((0..HIST[0]).collect(), (HIST[0]..pre.len()).collect());
+    if let [s0, s1, _] = &mut sts[..] {
+        m.keep_many(&mut [(s0, &p0[..]), (s1, &p1[..])]);
+    }
+    rep.same(
+        &format!(
+            "{name}: prefill kept in one keep of two slots == slot by slot (committed states)"
+        ),
+        &[m.state(&sts[0]), m.state(&sts[1])].concat(),
+        &[m.state(&before[0]), m.state(&before[1])].concat(),
+    );
+    let mut sts: Vec<M::St> = before.iter().map(|s| m.copy(s)).collect();
+    m.round(&rows, &mut sts.iter_mut().collect::<Vec<_>>());
+    if let [s0, s1, s2] = &mut sts[..] {
+        m.keep_many(&mut [(s1, &[1, 6, 8][..]), (s0, &[0, 3, 7][..]), (s2, &[4][..])]);
+    }
+    rep.same(
+        &format!(
+            "{name}: tree round kept in one keep of three slots == slot by slot (committed states)"
+        ),
+        &sts.iter().flat_map(|s| m.state(s)).collect::<Vec<_>>(),
+        &full.kept.concat(),
     );
     // Slot 0's tree alone vs among the other slots.
     let mut st = m.copy(&before[0]);

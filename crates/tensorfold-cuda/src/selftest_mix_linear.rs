@@ -40,6 +40,11 @@ impl<B: Backend> Mix for Lin<B> {
             .keep_linear(&self.p.spec, st, path)
             .expect("keep_linear");
     }
+    fn keep_many(&self, items: &mut [(&mut B::LinearState, &[usize])]) {
+        self.be
+            .keep_linear_many(&self.p.spec, items)
+            .expect("keep_linear_many");
+    }
     fn state(&self, st: &B::LinearState) -> Vec<f32> {
         (self.snap)(&self.be, st)
     }

@@ -223,6 +223,20 @@ pub(crate) fn run_round<B: Backend>(
     let started = Instant::now();
     let (logits, taps) = model.forward_round(&rows, &tokens, &mut slots, &logit_rows, &tap_rows)?;
     EngineTimes::lap(&mut times.forward_us, &mut lap);
+    // What a prompt chunk or a window without drafts keeps does not depend on the draws, so it is queued now,
+    // behind the round's work: on a GPU the keep then runs while the host waits for the draws (as in `generate`)
+    // instead of after them with the device idle. The same keep, so the same state.
+    let early: Vec<Option<Vec<usize>>> = parts
+        .iter()
+        .map(|part| match *part {
+            Part::Prompt { first, n, .. } => Some((first..first + n).collect()),
+            Part::Window { first, n: 1 } => Some(vec![first]),
+            _ => None,
+        })
+        .collect();
+    keep_slots(model, live, &early)?;
+    let kept_early: Vec<bool> = early.iter().map(Option::is_some).collect();
+    EngineTimes::lap(&mut times.keep_us, &mut lap);
     // A backend that draws where the logits are draws every row of the streams that need no host logits at once
     // (each row's token depends on that row alone, so drawing rows the walk never reaches changes nothing).
     let vocab = model.config.vocab_size;
@@ -281,7 +295,6 @@ pub(crate) fn run_round<B: Backend>(
             Part::None => {}
             Part::Prompt { first, n, last } => {
                 let path: Vec<usize> = (first..first + n).collect();
-                model.keep(&mut st.slot, &path)?;
                 if last {
                     walk(st, &rows, first + n - 1, &[], &mut row_logits);
                 }
@@ -309,17 +322,40 @@ pub(crate) fn run_round<B: Backend>(
                         planner.copy_accept.record(d, a);
                     }
                 }
-                model.keep(&mut st.slot, &path)?;
                 kept[si] = path;
             }
         }
     }
+    // The drafted windows' accepted paths, every slot's in one keep.
+    let late: Vec<Option<Vec<usize>>> = kept
+        .iter()
+        .zip(&kept_early)
+        .map(|(path, &early)| (!early && !path.is_empty()).then(|| path.clone()))
+        .collect();
+    keep_slots(model, live, &late)?;
     EngineTimes::lap(&mut times.keep_us, &mut lap);
     if plan.max_draft > 0 {
         draft_next(model, live, &rows, &kept, &taps, &tap_at, plan, planner)?;
     }
     EngineTimes::lap(&mut times.draft_us, &mut lap);
     Ok((drafted, accepted))
+}
+
+/// Keeps `paths[i]` in stream i's slot where it is given, all slots in one `keep_many`.
+fn keep_slots<B: Backend>(
+    model: &Qwen35<B>,
+    live: &mut [Stream<B>],
+    paths: &[Option<Vec<usize>>],
+) -> Result<()> {
+    let mut items: Vec<(&mut SlotState<B>, &[usize])> = live
+        .iter_mut()
+        .zip(paths)
+        .filter_map(|(st, p)| Some((&mut st.slot, p.as_deref()?)))
+        .collect();
+    if items.is_empty() {
+        return Ok(());
+    }
+    model.keep_many(&mut items)
 }
 
 /// Plans every stream's next window: a copy when its drafter is confident, else an MTP chain whose width the

@@ -375,13 +375,34 @@ impl<B: Backend> Qwen35<B> {
     /// Commits the rows on `path` (round row indices of this slot's last round, root first, each the parent of
     /// the next): KV rows appended in order, DeltaNet state and conv tail as after the last of them.
     pub fn keep(&self, slot: &mut SlotState<B>, path: &[usize]) -> Result<()> {
-        for st in slot.layers.iter_mut() {
-            match st {
-                LayerState::Linear(s) => self.backend.keep_linear(&self.linear_spec, s, path)?,
-                LayerState::Attn(s) => self.backend.keep_kv(s, path)?,
+        self.keep_many(&mut [(slot, path)])
+    }
+
+    /// `keep` for several slots of the same round at once, layer by layer (a GPU commits a layer's states of
+    /// every slot in one launch).
+    pub fn keep_many(&self, slots: &mut [(&mut SlotState<B>, &[usize])]) -> Result<()> {
+        for (li, layer) in self.layers.iter().enumerate() {
+            match &layer.mixer {
+                Mixer::Linear(_) => {
+                    let mut items: Vec<(&mut B::LinearState, &[usize])> = slots
+                        .iter_mut()
+                        .map(|(s, path)| (s.layers[li].linear(), *path))
+                        .collect();
+                    self.backend
+                        .keep_linear_many(&self.linear_spec, &mut items)?;
+                }
+                Mixer::Attn(_) => {
+                    let mut items: Vec<(&mut B::KvState, &[usize])> = slots
+                        .iter_mut()
+                        .map(|(s, path)| (s.layers[li].kv(), *path))
+                        .collect();
+                    self.backend.keep_kv_many(&mut items)?;
+                }
             }
         }
-        slot.len += path.len();
+        for (slot, path) in slots.iter_mut() {
+            slot.len += path.len();
+        }
         Ok(())
     }
 
@@ -407,12 +428,16 @@ impl<B: Backend> Qwen35<B> {
         logit_rows: &[usize],
     ) -> Result<Logits<'_, B>> {
         let (logits, _) = self.forward_round(rows, tokens, slots, logit_rows, &[])?;
-        for (si, slot) in slots.iter_mut().enumerate() {
-            let path: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].slot == si).collect();
-            if !path.is_empty() {
-                self.keep(slot, &path)?;
-            }
-        }
+        let paths: Vec<Vec<usize>> = (0..slots.len())
+            .map(|si| (0..rows.len()).filter(|&i| rows[i].slot == si).collect())
+            .collect();
+        let mut kept: Vec<(&mut SlotState<B>, &[usize])> = slots
+            .iter_mut()
+            .zip(&paths)
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(s, p)| (&mut **s, p.as_slice()))
+            .collect();
+        self.keep_many(&mut kept)?;
         Ok(logits)
     }
 
