@@ -183,8 +183,10 @@ pub struct EngineTimes {
     pub forward_us: u64,
     /// Reading the round's draws or logits (on a GPU: waiting for the device to finish the round).
     pub wait_us: u64,
-    /// Walking windows, sending tokens out and keeping accepted rows.
+    /// Queueing the keeps that do not wait for the draws (prompt chunks, windows without drafts).
     pub keep_us: u64,
+    /// Walking windows, sending tokens out and keeping drafted windows' accepted rows (the device idles here).
+    pub walk_us: u64,
     /// Planning the next windows (drafters, the MTP head).
     pub draft_us: u64,
     /// Prompt-cache snapshots.
@@ -205,6 +207,7 @@ impl EngineTimes {
         self.forward_us
             + self.wait_us
             + self.keep_us
+            + self.walk_us
             + self.draft_us
             + self.snapshot_us
             + self.other_us

@@ -333,7 +333,7 @@ pub(crate) fn run_round<B: Backend>(
         .map(|(path, &early)| (!early && !path.is_empty()).then(|| path.clone()))
         .collect();
     keep_slots(model, live, &late)?;
-    EngineTimes::lap(&mut times.keep_us, &mut lap);
+    EngineTimes::lap(&mut times.walk_us, &mut lap);
     if plan.max_draft > 0 {
         draft_next(model, live, &rows, &kept, &taps, &tap_at, plan, planner)?;
     }

@@ -211,6 +211,7 @@ impl Metrics {
             ("forward", t.forward_us),
             ("wait", t.wait_us),
             ("keep", t.keep_us),
+            ("walk", t.walk_us),
             ("draft", t.draft_us),
             ("snapshot", t.snapshot_us),
             ("other", t.other_us),

@@ -96,6 +96,11 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
     if args.device == crate::check::Device::Cuda {
         #[cfg(feature = "cuda")]
+        if args.drafts {
+            let model = crate::cuda::load(&crate::run::open_checkpoint(&dir)?)?;
+            return drafts(model, &dir, &args);
+        }
+        #[cfg(feature = "cuda")]
         return crate::cuda::bench(
             &dir,
             args.decode_tokens,
@@ -110,29 +115,8 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     let ck = crate::run::open_checkpoint(&dir)?;
     let model = Qwen35::load(&ck, CpuBackend::default())?;
-    if args.drafts && !args.files.is_empty() {
-        return crate::bench_drafts::bench_files(
-            model,
-            &dir,
-            crate::bench_drafts::FilesBench {
-                files: &args.files,
-                decode_tokens: args.decode_tokens,
-                rewrite_tokens: args.rewrite_tokens,
-                prefix_tokens: args.prefix_tokens,
-                drafters: args.drafters,
-                fixed_widths: args.fixed_widths,
-            },
-        );
-    }
     if args.drafts {
-        return crate::bench_drafts::bench_drafts(
-            model,
-            &dir,
-            args.decode_tokens,
-            args.rewrite_tokens,
-            args.repeat,
-            args.drafters,
-        );
+        return drafts(model, &dir, &args);
     }
     if args.rounds {
         println!(
@@ -197,4 +181,34 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         shas.join(" ")
     );
     Ok(())
+}
+
+/// `--drafts`: drafted against plain decoding on whichever backend holds the model.
+fn drafts<B: tensorfold_backend::Backend>(
+    model: Qwen35<B>,
+    dir: &std::path::Path,
+    args: &BenchArgs,
+) -> Result<()> {
+    if !args.files.is_empty() {
+        return crate::bench_drafts::bench_files(
+            model,
+            dir,
+            crate::bench_drafts::FilesBench {
+                files: &args.files,
+                decode_tokens: args.decode_tokens,
+                rewrite_tokens: args.rewrite_tokens,
+                prefix_tokens: args.prefix_tokens,
+                drafters: args.drafters,
+                fixed_widths: args.fixed_widths,
+            },
+        );
+    }
+    crate::bench_drafts::bench_drafts(
+        model,
+        dir,
+        args.decode_tokens,
+        args.rewrite_tokens,
+        args.repeat,
+        args.drafters,
+    )
 }

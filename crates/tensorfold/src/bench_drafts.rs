@@ -3,7 +3,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use std::path::Path;
-use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_backend::Backend;
 use tensorfold_core::sampling::token_sha;
 use tensorfold_core::tokenizer::TextTokenizer;
 use tensorfold_engine::{DrafterFactory, EngineConfig, EngineHandle, Event, Request, Usage};
@@ -137,8 +137,8 @@ fn engine_config(drafters: Drafters, context: usize, plan_widths: bool) -> Engin
 }
 
 /// Runs the sweep: for each kind, `repeat` drafted and plain replies alternating (the order flips every repeat).
-pub fn bench_drafts(
-    model: Qwen35<CpuBackend>,
+pub fn bench_drafts<B: Backend>(
+    model: Qwen35<B>,
     dir: &Path,
     decode_tokens: usize,
     rewrite_tokens: usize,
@@ -254,7 +254,7 @@ struct KindTotals {
 /// a continuation of its first lines (new code); one drafted and one plain greedy reply each, tokens compared.
 /// Prints one row per file and prompt kind, then the totals per kind: tokens per round (completion tokens /
 /// rounds), drafted, accepted, acceptance rate.
-pub fn bench_files(model: Qwen35<CpuBackend>, dir: &Path, b: FilesBench) -> Result<()> {
+pub fn bench_files<B: Backend>(model: Qwen35<B>, dir: &Path, b: FilesBench) -> Result<()> {
     let FilesBench {
         files,
         decode_tokens,

@@ -276,10 +276,11 @@ fn decode<B: Backend>(
     let t = &stats.times;
     let per_round = |us: u64| us as f64 / 1e3 / stats.rounds_total.max(1) as f64;
     eprintln!(
-        "engine thread, ms a round: forward {:.3} | waiting for draws {:.3} | keep {:.3} | drafting {:.3} | snapshots {:.3} | other {:.3}",
+        "engine thread, ms a round: forward {:.3} | keep {:.3} | waiting for draws {:.3} | walk {:.3} | drafting {:.3} | snapshots {:.3} | other {:.3}",
         per_round(t.forward_us),
-        per_round(t.wait_us),
         per_round(t.keep_us),
+        per_round(t.wait_us),
+        per_round(t.walk_us),
         per_round(t.draft_us),
         per_round(t.snapshot_us),
         per_round(t.other_us)
