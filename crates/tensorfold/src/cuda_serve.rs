@@ -16,9 +16,13 @@ pub struct ServeMemory {
     pub kv_bytes: Option<usize>,
     pub parallel: usize,
     pub prefill_chunk: usize,
-    pub prompt_cache_bytes: usize,
+    /// The prompt cache's device memory (None: a tenth of what is left for the KV cache).
+    pub prompt_cache_bytes: Option<usize>,
     pub context: usize,
 }
+
+/// The prompt cache's share of the memory left for the KV cache when `--prompt-cache-gib` is not given.
+const PROMPT_CACHE_SHARE: f64 = 0.1;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -36,8 +40,9 @@ fn slot_state_bytes(c: &ModelConfig) -> usize {
 }
 
 /// Loads the checkpoint, runs one round of `prefill_chunk` prompt rows (the scratch pools keep the buffers it
-/// took, as serving would), then limits the KV cache to what `mem` leaves of the free memory.
-pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<Qwen35<CudaBackend>> {
+/// took, as serving would), then limits the KV cache to what `mem` leaves of the free memory. Returns the model
+/// and the prompt cache's budget in bytes.
+pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<(Qwen35<CudaBackend>, usize)> {
     let m = crate::cuda::load(ck)?;
     // No round takes more prompt rows than the context holds.
     let rows = mem.prefill_chunk.clamp(1, mem.context.max(1));
@@ -66,14 +71,13 @@ pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<Qwen35<CudaBackend>> {
     let used = total.saturating_sub(free);
     // Pages the warm-up round took and gave back are still allocated: they count as room, not as use.
     let cached = m.backend.kv_cached_pages();
-    let kv = match mem.kv_bytes {
-        Some(b) => b,
-        None => {
-            ((mem.utilization * total as f64) as usize)
-                .saturating_sub(used + states + mem.prompt_cache_bytes)
-                + cached * page
-        }
-    };
+    // What the share leaves for the KV cache and the prompt cache together.
+    let left =
+        ((mem.utilization * total as f64) as usize).saturating_sub(used + states) + cached * page;
+    let cache = mem
+        .prompt_cache_bytes
+        .unwrap_or((left as f64 * PROMPT_CACHE_SHARE) as usize);
+    let kv = mem.kv_bytes.unwrap_or(left.saturating_sub(cache));
     let pages = kv / page;
     let tokens = pages / layers.max(1) * PAGE_ROWS;
     if tokens < PAGE_ROWS && mem.kv_bytes.is_some() {
@@ -88,14 +92,14 @@ pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<Qwen35<CudaBackend>> {
             total as f64 / GIB,
             mem.parallel,
             states as f64 / GIB,
-            mem.prompt_cache_bytes as f64 / GIB,
+            cache as f64 / GIB,
             mem.utilization
         );
     }
     m.backend.set_kv_pages(pages);
     eprintln!(
         "cuda: {:.1} of {:.1} GiB in use after loading and a {rows}-row round; KV cache {:.2} GiB, {tokens} tokens \
-         across all streams{}",
+         across all streams{}; prompt cache {:.2} GiB",
         used as f64 / GIB,
         total as f64 / GIB,
         (pages * page) as f64 / GIB,
@@ -103,9 +107,10 @@ pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<Qwen35<CudaBackend>> {
             format!(" (fewer than the context, {}: longer requests are refused)", mem.context)
         } else {
             String::new()
-        }
+        },
+        cache as f64 / GIB
     );
-    Ok(m)
+    Ok((m, cache))
 }
 
 #[cfg(test)]
