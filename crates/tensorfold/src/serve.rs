@@ -31,7 +31,7 @@ pub struct ServeArgs {
     pub queue: usize,
     /// Prompt-cache budget in GiB (0 = off; default 1 on the CPU). With --device cuda the snapshots are kept in
     /// device memory, and the default is a tenth of the memory left for the KV cache: a 1,024-token snapshot of
-    /// the 27B shape takes about 0.28 GiB, so 1 GiB held only three prompts.
+    /// the 27B shape takes about 0.27 GiB, so 1 GiB held only three prompts.
     #[arg(long)]
     pub prompt_cache_gib: Option<f64>,
     /// Accepted API key (repeatable); without any, no authentication.
