@@ -165,6 +165,9 @@ pub struct Stats {
     pub completion_tokens_total: u64,
     pub prompt_cache_hits: u64,
     pub cached_tokens_total: u64,
+    /// Snapshots the prompt cache holds now, and their bytes.
+    pub prompt_cache_entries: usize,
+    pub prompt_cache_bytes: usize,
     pub drafted_total: u64,
     pub accepted_total: u64,
     pub rounds_total: u64,

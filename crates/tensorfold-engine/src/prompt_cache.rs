@@ -46,6 +46,10 @@ impl<B: Backend> PromptCache<B> {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+    /// Bytes the snapshots hold.
+    pub fn used(&self) -> usize {
+        self.used
+    }
 
     /// The snapshot of the longest cached prefix of `prompt` that leaves at least one prompt row to run, with the
     /// head's context when one was stored.

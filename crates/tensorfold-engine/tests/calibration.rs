@@ -71,3 +71,24 @@ fn the_engine_thread_time_is_split_by_phase_and_snapshots_are_counted_apart() {
     assert!(t.snapshot_us > 0, "{t:?}");
     assert!(t.forward_us > t.keep_us + t.walk_us + t.other_us, "{t:?}");
 }
+
+#[test]
+fn a_prompt_is_snapshotted_every_cache_every_tokens_one_row_before_its_end_and_after_its_reply() {
+    let cfg = EngineConfig {
+        prompt_cache_bytes: 64 << 20,
+        cache_every: 16,
+        calibrate_secs: 0.0,
+        ..EngineConfig::default()
+    };
+    let engine = spawn(model(), cfg);
+    let mut req = Request::greedy((1..=40).collect(), 8);
+    req.ignore_eos = true;
+    collect(engine.submit(req.clone()).unwrap()).unwrap();
+    // Keys of 16, 32 and 39 prompt tokens and the reply's end: not the prompt's own end (39 serves it).
+    let s = engine.stats();
+    assert_eq!(s.prompt_cache_entries, 4, "{s:?}");
+    assert!(s.prompt_cache_bytes > 0);
+    // The same prompt again resumes one row before its end.
+    let (_, usage) = collect(engine.submit(req).unwrap()).unwrap();
+    assert_eq!(usage.cached_tokens, 39);
+}

@@ -187,6 +187,18 @@ impl Metrics {
             "Prompt tokens restored from the prompt cache.",
             s.cached_tokens_total,
         );
+        gauge(
+            &mut out,
+            "tensorfold_prompt_cache_entries",
+            "Snapshots the prompt cache holds.",
+            s.prompt_cache_entries as u64,
+        );
+        gauge(
+            &mut out,
+            "tensorfold_prompt_cache_bytes",
+            "Bytes the prompt cache's snapshots hold (device memory with --device cuda).",
+            s.prompt_cache_bytes as u64,
+        );
         counter(
             &mut out,
             "tensorfold_draft_tokens_total",
