@@ -2,7 +2,8 @@
 # gpu_cache138.sh FINAL BUDGET_S NEW OLD: (call 138) the GPU prompt cache: OLD (a79868a: 1 GiB, snapshots at the
 # prompt's end and one row before) against NEW (a tenth of the memory left for the KV cache; the snapshot one row
 # before the end only), the server on the 27B MLX4 shape, in turn: 16 streams of 1,024-token prompts (64-token
-# replies), each then sent again alone (equal replies; a resumed one where the cache kept its prompt), then the same 16 requests together again (warm), with the cache's hit counters after each run.
+# replies), each then sent again alone (equal replies; a resumed one where the cache kept its prompt), then the
+# same 16 requests together again (warm), with the cache's hit counters after each run.
 FINAL=${1:?out dir}; BUDGET=${2:-240}; NEW=${3:?new binary}; OLD=${4:?old binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
