@@ -10,6 +10,7 @@ mod plan;
 pub mod prompt_cache;
 mod round;
 pub mod scheduler;
+mod walk;
 
 pub use api::{
     EngineConfig, EngineTimes, Event, FinishReason, Penalties, Request, Stats, SubmitError,
