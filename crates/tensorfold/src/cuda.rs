@@ -307,6 +307,9 @@ pub fn bench(
         "| decode, 1 stream, the same with presence 1.5, repetition 1.1 | {best:.1} tok/s | token_sha {} |",
         shas.join(" ")
     );
+    if let Some(line) = crate::bench_mtp::mtp_step_line(&m)? {
+        println!("{line}");
+    }
     if be.profile_report().is_some() {
         // Where one-stream decode time goes (TENSORFOLD_CUDA_PROFILE=1): 8 tokens after the prompt.
         let mut slot = prefill(&m, &ids(vocab, 64, 3), 64)?;

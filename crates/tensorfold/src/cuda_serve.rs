@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn a_27b_streams_states_are_two_copies_of_48_layers_of_recurrent_state_and_conv_taps() {
-        let json = config(Shape::Q27b, &dims(Shape::Q27b), 64, false);
+        let json = config(Shape::Q27b, &dims(Shape::Q27b), 64, false, false);
         let c =
             ModelConfig::from_value(&json, std::path::Path::new("config.json")).expect("parses");
         // 48 DeltaNet layers of 48 value heads' 128 × 128 state, and conv taps of 2·16·128 + 48·128 = 10,240

@@ -4,6 +4,8 @@
 mod bench;
 mod bench_concurrent;
 mod bench_drafts;
+#[cfg(feature = "cuda")]
+mod bench_mtp;
 mod bench_rounds;
 mod check;
 #[cfg(feature = "cuda")]

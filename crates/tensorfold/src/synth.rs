@@ -46,6 +46,10 @@ pub struct SynthArgs {
     /// minutes.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Also write an MTP head (`mtp.*`, one full-attention block of the shape's dims, as the published
+    /// checkpoints have), so the head's drafting can be timed at real sizes.
+    #[arg(long)]
+    pub mtp: bool,
 }
 
 pub(crate) struct Dims {
@@ -102,7 +106,7 @@ struct Planned {
     quantized: bool,
 }
 
-fn plan(d: &Dims, layers: usize, mlx: bool) -> Vec<Planned> {
+fn plan(d: &Dims, layers: usize, mlx: bool, mtp: bool) -> Vec<Planned> {
     let (pre, head) = if mlx {
         ("language_model.model.", "language_model.lm_head")
     } else {
@@ -143,6 +147,18 @@ fn plan(d: &Dims, layers: usize, mlx: bool) -> Vec<Planned> {
         lin(format!("{p}.mlp.up_proj"), d.inter, h);
         lin(format!("{p}.mlp.down_proj"), h, d.inter);
     }
+    if mtp {
+        // Top-level `mtp.*` in both layouts (the loader binds them so); quantized like the rest in MLX 4-bit.
+        let p = "mtp.layers.0";
+        lin("mtp.fc".into(), h, 2 * h);
+        lin(format!("{p}.self_attn.q_proj"), d.heads * HEAD_DIM * 2, h);
+        lin(format!("{p}.self_attn.k_proj"), d.kv * HEAD_DIM, h);
+        lin(format!("{p}.self_attn.v_proj"), d.kv * HEAD_DIM, h);
+        lin(format!("{p}.self_attn.o_proj"), h, d.heads * HEAD_DIM);
+        lin(format!("{p}.mlp.gate_proj"), d.inter, h);
+        lin(format!("{p}.mlp.up_proj"), d.inter, h);
+        lin(format!("{p}.mlp.down_proj"), h, d.inter);
+    }
     // Zero-centred norms: HF stores w = 0 (applied as 1 + w); MLX stores 1 + w = 1.
     let norm = if mlx { 1.0 } else { 0.0 };
     let mut small = |name: String, shape: Vec<usize>, fill: Fill| {
@@ -154,6 +170,24 @@ fn plan(d: &Dims, layers: usize, mlx: bool) -> Vec<Planned> {
         })
     };
     small(format!("{pre}norm.weight"), vec![h], Fill::Const(norm));
+    if mtp {
+        for n in [
+            "mtp.pre_fc_norm_embedding",
+            "mtp.pre_fc_norm_hidden",
+            "mtp.norm",
+            "mtp.layers.0.input_layernorm",
+            "mtp.layers.0.post_attention_layernorm",
+        ] {
+            small(format!("{n}.weight"), vec![h], Fill::Const(norm));
+        }
+        for n in ["q_norm", "k_norm"] {
+            small(
+                format!("mtp.layers.0.self_attn.{n}.weight"),
+                vec![HEAD_DIM],
+                Fill::Const(norm),
+            );
+        }
+    }
     for i in 0..layers {
         let p = format!("{pre}layers.{i}");
         small(
@@ -200,7 +234,13 @@ fn plan(d: &Dims, layers: usize, mlx: bool) -> Vec<Planned> {
     v
 }
 
-pub(crate) fn config(shape: Shape, d: &Dims, layers: usize, mlx: bool) -> serde_json::Value {
+pub(crate) fn config(
+    shape: Shape,
+    d: &Dims,
+    layers: usize,
+    mlx: bool,
+    mtp: bool,
+) -> serde_json::Value {
     let layer_types: Vec<&str> = (0..layers)
         .map(|i| {
             if (i + 1) % 4 == 0 {
@@ -224,7 +264,7 @@ pub(crate) fn config(shape: Shape, d: &Dims, layers: usize, mlx: bool) -> serde_
             "linear_key_head_dim": LIN_DIM, "linear_value_head_dim": LIN_DIM, "linear_conv_kernel_dim": CONV_K,
             "layer_types": layer_types, "full_attention_interval": 4, "rms_norm_eps": 1e-6,
             "hidden_act": "silu", "attn_output_gate": true, "tie_word_embeddings": d.tied,
-            "max_position_embeddings": 262144, "mtp_num_hidden_layers": 0, "eos_token_id": 248044,
+            "max_position_embeddings": 262144, "mtp_num_hidden_layers": usize::from(mtp), "eos_token_id": 248044,
             "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
                                 "mrope_section": [11, 11, 10], "mrope_interleaved": true}
         }
@@ -363,7 +403,7 @@ pub fn synth(args: SynthArgs) -> Result<()> {
     let mlx = args.format == Format::Mlx4;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let planned = plan(&d, layers, mlx);
+    let planned = plan(&d, layers, mlx, args.mtp);
     // Materialize lazily in plan order, grouping into shards by stored size.
     let mut noise = Noise::seeded(args.seed);
     let mut shards: Vec<Vec<StoredTensor>> = vec![Vec::new()];
@@ -435,7 +475,7 @@ pub fn synth(args: SynthArgs) -> Result<()> {
     )?;
     std::fs::write(
         args.out.join("config.json"),
-        serde_json::to_string_pretty(&config(args.shape, &d, layers, mlx))?,
+        serde_json::to_string_pretty(&config(args.shape, &d, layers, mlx, args.mtp))?,
     )?;
     crate::synth_tokenizer::write(&args.out, VOCAB)?;
     eprintln!(
@@ -445,4 +485,40 @@ pub fn synth(args: SynthArgs) -> Result<()> {
         total as f64 / 1e9
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{config, dims, plan, Shape};
+
+    #[test]
+    fn an_mtp_head_is_the_fifteen_tensors_of_a_published_checkpoint_in_the_shapes_dims() {
+        let d = dims(Shape::Q27b);
+        for mlx in [false, true] {
+            let with = plan(&d, 4, mlx, true);
+            let without = plan(&d, 4, mlx, false);
+            let head: Vec<_> = with.iter().filter(|p| p.name.starts_with("mtp.")).collect();
+            assert_eq!(head.len(), 15);
+            assert_eq!(with.len(), without.len() + 15);
+            let shape = |n: &str| head.iter().find(|p| p.name == n).map(|p| p.shape.clone());
+            assert_eq!(shape("mtp.fc"), Some(vec![5120, 10240]));
+            assert_eq!(
+                shape("mtp.layers.0.self_attn.q_proj"),
+                Some(vec![24 * 256 * 2, 5120])
+            );
+            assert_eq!(shape("mtp.layers.0.mlp.down_proj"), Some(vec![5120, 17408]));
+            assert_eq!(
+                shape("mtp.layers.0.self_attn.k_norm.weight"),
+                Some(vec![256])
+            );
+            // Matrices quantized with the rest in MLX 4-bit, norms never.
+            assert!(head
+                .iter()
+                .all(|p| p.quantized == (mlx && !p.name.ends_with(".weight"))));
+        }
+        let cfg = |mtp| {
+            config(Shape::Q27b, &d, 4, false, mtp)["text_config"]["mtp_num_hidden_layers"].clone()
+        };
+        assert_eq!((cfg(true), cfg(false)), (1.into(), 0.into()));
+    }
 }

@@ -117,12 +117,19 @@ struct Chain {
     done: bool,
 }
 
+/// The host's share of a chained draft step: the head's draw at `pos` (the target's keyed rule) and that draw's
+/// probability under the head, from the head's logit row brought to the host.
+pub fn draft_draw(logits: &[f32], sampling: &SamplingParams, pos: u64) -> (u32, f32) {
+    let y = draw(logits, sampling, pos);
+    (y, probability(logits, y, sampling.temperature))
+}
+
 impl Chain {
     /// Takes the head's next prediction (logits and output of the chain's newest row), or ends the chain.
     fn push(&mut self, job: &Absorb, logits: &[f32], out: &[f32]) {
         let pos = self.last + 2 + self.drafts.len();
-        let y = draw(logits, &job.sampling, pos as u64);
-        if probability(logits, y, job.sampling.temperature) < job.min_prob {
+        let (y, p) = draft_draw(logits, &job.sampling, pos as u64);
+        if p < job.min_prob {
             self.done = true;
             return;
         }
