@@ -3,7 +3,7 @@
 
 pub mod cpu;
 
-use tensorfold_core::sampling::{draw_rows_keyed, LogitEdit, RowDraw};
+use tensorfold_core::sampling::{draw_rows_keyed, row_top, LogitEdit, RowDraw, RowTop};
 use tensorfold_core::{Result, StoredMatrix};
 
 /// One row of a round as the ops see it: which slot (index into the state slice passed with the call), its
@@ -215,5 +215,12 @@ pub trait Backend: Send + Sync + 'static {
     fn draw_rows(&self, logits: &Self::Act, draws: &[RowDraw], edits: &[LogitEdit]) -> Vec<u32> {
         let (_, vocab) = self.act_shape(logits);
         draw_rows_keyed(&self.to_host(logits), vocab, draws, edits)
+    }
+    /// `sampling::row_top` of each (row, inv_t, count) of `logits`: the row's best ranks and its keyed softmax
+    /// total, found where the logits are (a GPU reads back a few ranks instead of the row).
+    fn row_tops(&self, logits: &Self::Act, asks: &[(usize, f64, usize)]) -> Vec<RowTop> {
+        asks.iter()
+            .map(|&(row, inv_t, count)| row_top(&self.rows_to_host(logits, row, 1), inv_t, count))
+            .collect()
     }
 }

@@ -18,7 +18,7 @@ mod stage;
 
 use std::sync::Arc;
 use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
-use tensorfold_core::sampling::{LogitEdit, RowDraw};
+use tensorfold_core::sampling::{LogitEdit, RowDraw, RowTop};
 use tensorfold_core::{CoreError, Result, StoredMatrix};
 
 pub use attention::{CudaKv, CudaKvSnapshot, KvPool, PAGE_ROWS};
@@ -317,5 +317,8 @@ impl Backend for CudaBackend {
     }
     fn draw_rows(&self, logits: &CudaAct, draws: &[RowDraw], edits: &[LogitEdit]) -> Vec<u32> {
         sample::draw_edited_rows(&self.dev, logits, draws, edits)
+    }
+    fn row_tops(&self, logits: &CudaAct, asks: &[(usize, f64, usize)]) -> Vec<RowTop> {
+        sample::row_tops(&self.dev, logits, asks)
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 use tensorfold_backend::Backend;
-use tensorfold_core::sampling::{draw_rows_keyed, LogitEdit, RowDraw};
+use tensorfold_core::sampling::{draw_rows_keyed, row_top, LogitEdit, RowDraw, RowTop};
 
 pub struct Logits<'a, B: Backend> {
     backend: &'a B,
@@ -77,6 +77,30 @@ impl<'a, B: Backend> Logits<'a, B> {
         match &self.act {
             Some(a) if !host_draws() => self.backend.draw_rows(a, draws, edits),
             _ => draw_rows_keyed(self.host(), self.vocab, draws, edits),
+        }
+    }
+}
+
+impl<B: Backend> Logits<'_, B> {
+    /// `sampling::row_top` of each (row, inv_t, count): on the backend where it draws, else on the host rows.
+    pub fn tops(&self, asks: &[(usize, f64, usize)]) -> Vec<RowTop> {
+        if let Some(bad) = asks.iter().find(|a| a.0 >= self.rows) {
+            panic!("ranks of logit row {} of {}", bad.0, self.rows);
+        }
+        match &self.act {
+            Some(a) if self.backend.draws_on_device() && !host_draws() => {
+                self.backend.row_tops(a, asks)
+            }
+            _ => asks
+                .iter()
+                .map(|&(r, inv_t, count)| {
+                    row_top(
+                        &self.host()[r * self.vocab..(r + 1) * self.vocab],
+                        inv_t,
+                        count,
+                    )
+                })
+                .collect(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! one gated full-attention block with its own per-slot KV, the target's lm_head. Rows and keep work as the target's.
 
 use crate::qwen35::Qwen35;
+use crate::Logits;
 use tensorfold_backend::{AttnParams, AttnSpec, Backend, RowRef};
 use tensorfold_core::stored::{Bytes, DenseDType};
 use tensorfold_core::{Checkpoint, CoreError, Result, StoredMatrix};
@@ -204,6 +205,25 @@ impl<B: Backend> Mtp<B> {
         slots: &mut [&mut MtpSlot<B>],
         out_rows: &[usize],
     ) -> Result<MtpOut> {
+        let (logits, hidden) =
+            self.forward_logits(target, rows, tokens, hidden, slots, out_rows)?;
+        Ok(MtpOut {
+            logits: logits.into_host(),
+            hidden,
+        })
+    }
+
+    /// `forward` with the logits left on the backend (draw the drafts there; a GPU then reads back tokens and a
+    /// few ranks, not a vocabulary of floats a row) and the outputs on the host.
+    pub fn forward_logits<'a>(
+        &self,
+        target: &'a Qwen35<B>,
+        rows: &[RowRef],
+        tokens: &[u32],
+        hidden: &[f32],
+        slots: &mut [&mut MtpSlot<B>],
+        out_rows: &[usize],
+    ) -> Result<(Logits<'a, B>, Vec<f32>)> {
         let be = &target.backend;
         let c = &target.config;
         let (h, eps) = (c.hidden_size, c.rms_norm_eps);
@@ -222,16 +242,11 @@ impl<B: Backend> Mtp<B> {
         let act = be.swiglu(&gate, &up);
         be.add_assign(&mut u, &be.project(&act, &self.down));
         if out_rows.is_empty() {
-            return Ok(MtpOut {
-                logits: Vec::new(),
-                hidden: Vec::new(),
-            });
+            return Ok((Logits::new(be, None, c.vocab_size), Vec::new()));
         }
         let d = be.rms_norm(&be.select_rows(&u, out_rows), &self.final_norm, eps);
-        Ok(MtpOut {
-            logits: be.to_host(&be.project(&d, &target.lm_head)),
-            hidden: be.to_host(&d),
-        })
+        let logits = Logits::new(be, Some(be.project(&d, &target.lm_head)), c.vocab_size);
+        Ok((logits, be.to_host(&d)))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -1,12 +1,13 @@
-//! The MTP head's chained draft step at a checkpoint's real size, as `absorb_and_draft` runs it: the head's
-//! forward of the chain's newest row with its logits brought to the host, then the host's draw and probability
-//! over the whole vocabulary. Printed beside the target's one-row round, to show what a draft step costs.
+//! The MTP head's chained draft step at a checkpoint's real size, two ways: the head's forward of the chain's
+//! newest row with its logits brought to the host, then the host's draw and probability over the whole vocabulary
+//! (the engine's way before call 140); and the head's forward with its logits left on the backend, then
+//! `next_drafts`, which draws there and reads back a token and a few ranks (the engine's way now).
 
 use anyhow::Result;
 use std::time::{Duration, Instant};
 use tensorfold_backend::{Backend, RowRef};
 use tensorfold_core::sampling::SamplingParams;
-use tensorfold_engine::drafters::draft_draw;
+use tensorfold_engine::drafters::{draft_draw, next_drafts};
 use tensorfold_model::Qwen35;
 
 fn median_ms(mut v: Vec<Duration>) -> f64 {
@@ -45,7 +46,26 @@ pub fn mtp_step_line<B: Backend>(m: &Qwen35<B>) -> Result<Option<String>> {
             },
         ),
     ] {
-        let (mut forward, mut host) = (Vec::new(), Vec::new());
+        let (mut forward, mut host, mut backend) = (Vec::new(), Vec::new(), Vec::new());
+        let row = [RowRef {
+            slot: 0,
+            pos: ctx,
+            parent: None,
+        }];
+        for step in 0..9 {
+            let t = Instant::now();
+            let (logits, out) = head.forward_logits(
+                m,
+                &row,
+                &[tokens[step % ctx]],
+                &taps[..h],
+                &mut [&mut slot],
+                &[0],
+            )?;
+            let d = next_drafts(m, &logits, &[(&sampling, ctx as u64 + 1, 0.1)]);
+            backend.push(t.elapsed());
+            std::hint::black_box((d, out));
+        }
         for step in 0..9 {
             let t = Instant::now();
             let out = head.forward(
@@ -68,9 +88,10 @@ pub fn mtp_step_line<B: Backend>(m: &Qwen35<B>) -> Result<Option<String>> {
         }
         line.push_str(&format!(
             "| MTP draft step, 1 row, {name} | {:.3} ms the head's forward, logits to the host | {:.3} ms the \
-             host's draw and probability |\n",
+             host's draw and probability | {:.3} ms the whole step drawn on the backend |\n",
             median_ms(forward),
-            median_ms(host)
+            median_ms(host),
+            median_ms(backend)
         ));
     }
     Ok(Some(line.trim_end().to_string()))

@@ -5,7 +5,7 @@ pub mod copy;
 pub(crate) mod mtp;
 
 pub use copy::{ContextCopy, CopyConfig};
-pub use mtp::draft_draw;
+pub use mtp::{draft_draw, next_drafts, Pick};
 
 /// Draft nodes; `parents[i]` is an earlier node or None for a child of the pending token.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

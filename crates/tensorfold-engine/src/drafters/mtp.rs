@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 use tensorfold_backend::{Backend, RowRef};
-use tensorfold_core::sampling::{draw, SamplingParams};
+use tensorfold_core::sampling::{draw, keyed_exp, RowDraw, SamplingParams, TOP_MAX};
 use tensorfold_core::Result;
-use tensorfold_model::{Mtp, MtpSlot, Qwen35};
+use tensorfold_model::{Logits, Mtp, MtpSlot, Qwen35};
 
 use crate::prompt_cache::HeadContext;
 
@@ -124,11 +124,91 @@ pub fn draft_draw(logits: &[f32], sampling: &SamplingParams, pos: u64) -> (u32, 
     (y, probability(logits, y, sampling.temperature))
 }
 
+/// What one chain's next draft is drawn by: the request's sampling, the position, the head's threshold.
+pub type Pick<'a> = (&'a SamplingParams, u64, f32);
+
+/// Each chain's next draft and its probability under the head, from row k of `logits` for `picks[k]`. Where the backend draws, so do the drafts: the target's keyed rule on the device, and the
+/// probability from the row's best ranks and keyed softmax total (`row_top`). At least ceil(1 / min_prob) ranks
+/// are read, so a draft outside them is below min_prob anyway and gets probability 0. A GPU then reads back a
+/// token and a few ranks a chain instead of the vocabulary's logits and a host softmax (1.75 ms a step greedy,
+/// 15.9 ms at temperature 0.8 on the 27B shape: BENCHMARKS.md §7, call 139). Drafts only decide what is verified,
+/// never what is emitted.
+pub fn next_drafts<B: Backend>(
+    model: &Qwen35<B>,
+    logits: &Logits<'_, B>,
+    picks: &[Pick<'_>],
+) -> Vec<(u32, f32)> {
+    if !model.backend.draws_on_device() {
+        return picks
+            .iter()
+            .enumerate()
+            .map(|(k, (sampling, pos, _))| draft_draw(&logits.row(k), sampling, *pos))
+            .collect();
+    }
+    let vocab = model.config.vocab_size;
+    let draws: Vec<RowDraw> = picks
+        .iter()
+        .enumerate()
+        .map(|(k, (sampling, pos, _))| RowDraw {
+            row: k,
+            rule: sampling.keyed_rule(vocab),
+            position: *pos,
+        })
+        .collect();
+    let tokens = logits.draws(&draws, &[]);
+    let inv_t = |sampling: &SamplingParams| {
+        let t = sampling.temperature;
+        if t > 0.0 {
+            1.0 / t as f64
+        } else {
+            1.0
+        }
+    };
+    let asks: Vec<(usize, f64, usize)> = picks
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, _, min_prob))| *min_prob > 0.0)
+        .map(|(k, (sampling, _, min_prob))| {
+            let ranks = (1.0 / *min_prob as f64).ceil() as usize;
+            (k, inv_t(sampling), ranks.clamp(1, TOP_MAX))
+        })
+        .collect();
+    let mut tops = logits.tops(&asks).into_iter();
+    picks
+        .iter()
+        .zip(tokens)
+        .map(|((sampling, _, min_prob), y)| {
+            if *min_prob <= 0.0 {
+                return (y, 1.0);
+            }
+            let Some(top) = tops.next() else {
+                return (y, 0.0);
+            };
+            let it = inv_t(sampling);
+            let best = top.ranked.first().map_or(0.0, |r| r.1 as f64 * it);
+            let p = match top.ranked.iter().find(|r| r.0 == y) {
+                Some(&(_, l)) if top.total > 0.0 => keyed_exp(l as f64 * it - best) / top.total,
+                _ => 0.0,
+            };
+            (y, p as f32)
+        })
+        .collect()
+}
+
 impl Chain {
-    /// Takes the head's next prediction (logits and output of the chain's newest row), or ends the chain.
-    fn push(&mut self, job: &Absorb, logits: &[f32], out: &[f32]) {
-        let pos = self.last + 2 + self.drafts.len();
-        let (y, p) = draft_draw(logits, &job.sampling, pos as u64);
+    /// How the next draft is drawn: the job's sampling at the next draft's position (the target's keyed noise
+    /// there), against the job's threshold.
+    fn pick<'a>(&self, job: &'a Absorb) -> Pick<'a> {
+        (
+            &job.sampling,
+            (self.last + 2 + self.drafts.len()) as u64,
+            job.min_prob,
+        )
+    }
+
+    /// Takes the head's next draft (its draw and probability) and output for the chain's newest row, or ends
+    /// the chain.
+    fn push(&mut self, job: &Absorb, (y, p): (u32, f32), out: &[f32]) {
         if p < job.min_prob {
             self.done = true;
             return;
@@ -149,7 +229,6 @@ pub(crate) fn absorb_and_draft<B: Backend>(
     jobs: &[Absorb],
 ) -> Result<(Vec<Vec<u32>>, Option<f64>)> {
     let h = model.config.hidden_size;
-    let vocab = model.config.vocab_size;
     let (mut rows, mut tokens, mut hidden, mut out_rows) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut firsts = Vec::with_capacity(jobs.len());
@@ -169,30 +248,27 @@ pub(crate) fn absorb_and_draft<B: Backend>(
         return Ok((vec![Vec::new(); jobs.len()], None));
     }
     let started = Instant::now();
-    let out = head.forward(model, &rows, &tokens, &hidden, slots, &out_rows)?;
+    let (logits, out) = head.forward_logits(model, &rows, &tokens, &hidden, slots, &out_rows)?;
     for (j, job) in jobs.iter().enumerate() {
         let path: Vec<usize> = (firsts[j]..firsts[j] + job.next.len()).collect();
         head.keep(&model.backend, slots[j], &path, job.first_pos)?;
     }
-    let mut chains: Vec<Chain> = Vec::new();
-    for (j, job) in jobs.iter().enumerate() {
-        if job.drafts == 0 || job.next.is_empty() {
-            continue;
-        }
-        let k = chains.len();
-        let mut c = Chain {
+    let mut chains: Vec<Chain> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, job)| job.drafts > 0 && !job.next.is_empty())
+        .map(|(j, job)| Chain {
             job: j,
             last: job.first_pos + job.next.len() - 1,
             drafts: Vec::new(),
             hidden: Vec::new(),
             done: false,
-        };
-        c.push(
-            job,
-            &out.logits[k * vocab..(k + 1) * vocab],
-            &out.hidden[k * h..(k + 1) * h],
-        );
-        chains.push(c);
+        })
+        .collect();
+    let picks: Vec<Pick> = chains.iter().map(|c| c.pick(&jobs[c.job])).collect();
+    let first_drafts = next_drafts(model, &logits, &picks);
+    for (k, (c, d)) in chains.iter_mut().zip(first_drafts).enumerate() {
+        c.push(&jobs[c.job], d, &out[k * h..(k + 1) * h]);
     }
     // Each step re-runs every pending chain row: drafts are never kept, and a slot forgets what it did not keep.
     let absorb_secs = started.elapsed().as_secs_f64();
@@ -215,15 +291,17 @@ pub(crate) fn absorb_and_draft<B: Backend>(
             hidden.extend_from_slice(&ch.hidden);
             out_rows.push(rows.len() - 1);
         }
-        let out = head.forward(model, &rows, &tokens, &hidden, slots, &out_rows)?;
+        let (logits, out) =
+            head.forward_logits(model, &rows, &tokens, &hidden, slots, &out_rows)?;
         steps += 1;
-        for (k, &c) in active.iter().enumerate() {
+        let picks: Vec<Pick> = active
+            .iter()
+            .map(|&c| chains[c].pick(&jobs[chains[c].job]))
+            .collect();
+        let next = next_drafts(model, &logits, &picks);
+        for (k, (&c, d)) in active.iter().zip(next).enumerate() {
             let job = &jobs[chains[c].job];
-            chains[c].push(
-                job,
-                &out.logits[k * vocab..(k + 1) * vocab],
-                &out.hidden[k * h..(k + 1) * h],
-            );
+            chains[c].push(job, d, &out[k * h..(k + 1) * h]);
         }
     }
     let step_secs = if steps > 0 {
