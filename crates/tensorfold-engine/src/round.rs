@@ -235,7 +235,10 @@ pub(crate) fn run_round<B: Backend>(
             _ => None,
         })
         .collect();
+    let keeping = Instant::now();
     keep_slots(model, live, &early)?;
+    // Not part of the round's cost for the window planner: a drafted window's keep comes after its timing.
+    let keep_secs = keeping.elapsed().as_secs_f64();
     let kept_early: Vec<bool> = early.iter().map(Option::is_some).collect();
     EngineTimes::lap(&mut times.keep_us, &mut lap);
     // A backend that draws where the logits are draws every row of the streams that need no host logits at once
@@ -280,7 +283,7 @@ pub(crate) fn run_round<B: Backend>(
             }
         }
     }
-    planner.record_round(rows.len(), started.elapsed().as_secs_f64());
+    planner.record_round(rows.len(), started.elapsed().as_secs_f64() - keep_secs);
     EngineTimes::lap(&mut times.wait_us, &mut lap);
     // Each row is walked at most once, so its output is handed over, not copied; on the host, rows are read as
     // the walk reaches them.
