@@ -357,17 +357,19 @@ extern "C" __global__ void attn_merge(const float* __restrict__ qg, const float*
     }
 }
 
-// Appends round rows to the pages of every slot of a round, one launch for all: slot s (blockIdx.y) takes the
-// offs[3s + 1] rows listed at paths + offs[3s] (keys from kround [row][rr], values from vround [rr][row]) at
-// positions offs[3s + 2].. of the pages in its table tables[s]. A decode round of many streams otherwise paid a
-// launch a stream a layer.
-extern "C" __global__ void kv_keep(const float* __restrict__ kround, const float* __restrict__ vround,
+// Appends round rows to pages, one launch for every slot and attention layer of a round: entry e (blockIdx.y) takes
+// the offs[4e + 1] rows listed at paths + offs[4e] (keys from its round's krounds[e] [row][rr], values from
+// vrounds[e] [rr][row], rr = offs[4e + 3]) at positions offs[4e + 2].. of the pages in its table tables[e]. A
+// decode round otherwise paid a launch a slot a layer.
+extern "C" __global__ void kv_keep(const u64* __restrict__ krounds, const u64* __restrict__ vrounds,
                                    const u64* __restrict__ tables, const int* __restrict__ paths,
-                                   const int* __restrict__ offs, int row, int rr) {
+                                   const int* __restrict__ offs, int row) {
     kernel_entry();
-    const int* o = offs + 3 * blockIdx.y;
+    const int* o = offs + 4 * blockIdx.y;
     if ((int)blockIdx.x >= o[1]) return;
-    const int t = o[2] + blockIdx.x, src = paths[o[0] + blockIdx.x];
+    const int t = o[2] + blockIdx.x, src = paths[o[0] + blockIdx.x], rr = o[3];
+    const float* kround = reinterpret_cast<const float*>(krounds[blockIdx.y]);
+    const float* vround = reinterpret_cast<const float*>(vrounds[blockIdx.y]);
     const u64* table = reinterpret_cast<const u64*>(tables[blockIdx.y]);
     float* page = reinterpret_cast<float*>(table[t / PAGE]);
     float* kd = page + t % PAGE;

@@ -158,6 +158,19 @@ impl KvPool {
     }
 }
 
+/// The rows one layer's keep commits (the most kept from one round, across its slots), from (round, rows) pairs of
+/// the states being kept; 0 when nothing is.
+pub(crate) fn rows_a_layer(kept: impl Iterator<Item = (usize, usize)>) -> usize {
+    let mut sums: Vec<(usize, usize)> = Vec::new();
+    for (round, rows) in kept.filter(|&(_, rows)| rows > 0) {
+        match sums.iter_mut().find(|s| s.0 == round) {
+            Some(s) => s.1 += rows,
+            None => sums.push((round, rows)),
+        }
+    }
+    sums.iter().map(|s| s.1).max().unwrap_or(0)
+}
+
 /// One attention layer's committed keys and values for one slot, copied on the device in page layout.
 pub struct CudaKvSnapshot {
     dev: Arc<Dev>,
@@ -298,18 +311,25 @@ impl CudaKv {
     }
 
     /// Commits the pending rows on each state's path (round rows, in position order) and drops the others: one
-    /// launch for the states pending from the same round (a decode round of 16 streams paid 16 a layer before).
+    /// launch for all the states, of every slot and every attention layer of the round (a decode round of 16
+    /// streams on the 27B shape paid 256 launches before, one a slot a layer).
     pub(crate) fn keep_many(items: &mut [(&mut CudaKv, &[usize])]) -> Result<(), String> {
         let Some(dev) = items.first().map(|(st, _)| st.dev.clone()) else {
             return Ok(());
         };
-        let kept: usize = items.iter().map(|(_, path)| path.len()).sum();
-        if kept > 0 {
-            dev.round_rows(kept);
+        // A round of as many rows as one layer keeps: few rows are recorded, more are issued at once.
+        let rows = rows_a_layer(items.iter().map(|(st, path)| {
+            (st.pending.as_ref().map_or(0, |p| Arc::as_ptr(&p.0) as usize), path.len())
+        }));
+        if rows > 0 {
+            dev.round_rows(rows);
         }
-        // Per round: its keys and values, then each state's (table, path, position of its first kept row).
-        type Entry = (u64, Vec<i32>, usize);
-        let mut groups: Vec<(Arc<KvRound>, Vec<Entry>, usize)> = Vec::new();
+        // Each state's (keys, values, the round's rows, table, path, position of its first kept row).
+        type Entry = (u64, u64, usize, u64, Vec<i32>, usize);
+        let mut entries: Vec<Entry> = Vec::new();
+        // The rounds stay alive until the launch is queued.
+        let mut rounds: Vec<Arc<KvRound>> = Vec::new();
+        let mut row = 0;
         for (st, path) in items.iter_mut() {
             let pending = st.pending.take();
             if path.is_empty() {
@@ -318,42 +338,49 @@ impl CudaKv {
             let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
             crate::round::check_pending(&rows, path)?;
             st.reserve(st.len + path.len())?;
-            let entry = (
+            assert!(row == 0 || row == st.row, "kv_keep: states of one row width");
+            row = st.row;
+            entries.push((
+                dev.ptr(&round.k),
+                dev.ptr(&*round.v),
+                round.rows,
                 st.table_ptr(),
                 path.iter().map(|&r| r as i32).collect(),
                 st.len,
-            );
+            ));
             st.len += path.len();
-            match groups.iter_mut().find(|g| Arc::ptr_eq(&g.0, &round)) {
-                Some(g) => g.1.push(entry),
-                None => groups.push((round, vec![entry], st.row)),
-            }
+            rounds.push(round);
         }
-        for (round, entries, row) in groups {
-            let tables: Vec<u64> = entries.iter().map(|e| e.0).collect();
-            let (mut paths, mut offs) = (Vec::new(), Vec::new());
-            for (_, path, start) in &entries {
-                offs.extend([paths.len() as i32, path.len() as i32, *start as i32]);
-                paths.extend_from_slice(path);
-            }
-            let longest = entries.iter().map(|e| e.1.len()).max().unwrap_or(0);
-            let tables = dev.stage_u64s(&tables);
-            let (paths, offs) = (dev.stage_i32s(&paths), dev.stage_i32s(&offs));
-            dev.launch(
-                "kv_keep",
-                (longest as u32, entries.len() as u32, 1),
-                256,
-                &[
-                    Arg::P(dev.ptr(&round.k)),
-                    Arg::P(dev.ptr(&*round.v)),
-                    Arg::P(dev.staged_ptr(&tables)),
-                    Arg::P(dev.staged_ptr(&paths)),
-                    Arg::P(dev.staged_ptr(&offs)),
-                    Arg::I(row as i32),
-                    Arg::I(round.rows as i32),
-                ],
-            );
+        if entries.is_empty() {
+            return Ok(());
         }
+        let mut ptrs: Vec<u64> = entries.iter().map(|e| e.0).collect();
+        ptrs.extend(entries.iter().map(|e| e.1));
+        ptrs.extend(entries.iter().map(|e| e.3));
+        let (mut paths, mut offs) = (Vec::new(), Vec::new());
+        for (_, _, rr, _, path, start) in &entries {
+            offs.extend([paths.len() as i32, path.len() as i32, *start as i32, *rr as i32]);
+            paths.extend_from_slice(path);
+        }
+        let n = entries.len();
+        let longest = entries.iter().map(|e| e.4.len()).max().unwrap_or(0);
+        let ptrs = dev.stage_u64s(&ptrs);
+        let base = dev.staged_ptr(&ptrs);
+        let (paths, offs) = (dev.stage_i32s(&paths), dev.stage_i32s(&offs));
+        dev.launch(
+            "kv_keep",
+            (longest as u32, n as u32, 1),
+            256,
+            &[
+                Arg::P(base),
+                Arg::P(base + 8 * n as u64),
+                Arg::P(base + 16 * n as u64),
+                Arg::P(dev.staged_ptr(&paths)),
+                Arg::P(dev.staged_ptr(&offs)),
+                Arg::I(row as i32),
+            ],
+        );
+        drop(rounds);
         Ok(())
     }
 

@@ -130,9 +130,9 @@ impl CudaLinear {
         }
     }
 
-    /// Commits the rows on each state's path (root first; states of one layer, pending from the same round or
-    /// not): conv tail and recurrent state become those after the path's last row. The conv tails of all the
-    /// states are written by one launch (a decode round of 16 streams paid 16 a layer before).
+    /// Commits the rows on each state's path (root first; states of any linear layers and slots): conv tail and
+    /// recurrent state become those after the path's last row. The conv tails of all the states are written by
+    /// one launch (a decode round paid one a slot a layer before: 768 for 16 streams on the 27B shape).
     pub(crate) fn keep_many(
         spec: &LinearSpec,
         items: &mut [(&mut CudaLinear, &[usize])],
@@ -141,9 +141,12 @@ impl CudaLinear {
             return Ok(());
         };
         let (c, k) = (spec.conv_channels(), spec.conv_kernel);
-        let kept: usize = items.iter().map(|(_, path)| path.len()).sum();
-        if kept > 0 {
-            dev.round_rows(kept);
+        // A round of as many rows as one layer keeps (the states may be of every linear layer of the round).
+        let rows = crate::attention::rows_a_layer(items.iter().map(|(st, path)| {
+            (st.pending.as_ref().map_or(0, |p| Arc::as_ptr(&p.0) as usize), path.len())
+        }));
+        if rows > 0 {
+            dev.round_rows(rows);
         }
         // The tails' launch: (old tail, mixed input, new tail) of each state, its path and (path offset, length).
         let (mut old, mut mixed, mut new) = (Vec::new(), Vec::new(), Vec::new());

@@ -378,28 +378,22 @@ impl<B: Backend> Qwen35<B> {
         self.keep_many(&mut [(slot, path)])
     }
 
-    /// `keep` for several slots of the same round at once, layer by layer (a GPU commits a layer's states of
-    /// every slot in one launch).
+    /// `keep` for several slots of the same round at once: every DeltaNet layer's states of every slot in one
+    /// backend call, then every attention layer's (a GPU commits each call in one launch).
     pub fn keep_many(&self, slots: &mut [(&mut SlotState<B>, &[usize])]) -> Result<()> {
-        for (li, layer) in self.layers.iter().enumerate() {
-            match &layer.mixer {
-                Mixer::Linear(_) => {
-                    let mut items: Vec<(&mut B::LinearState, &[usize])> = slots
-                        .iter_mut()
-                        .map(|(s, path)| (s.layers[li].linear(), *path))
-                        .collect();
-                    self.backend
-                        .keep_linear_many(&self.linear_spec, &mut items)?;
-                }
-                Mixer::Attn(_) => {
-                    let mut items: Vec<(&mut B::KvState, &[usize])> = slots
-                        .iter_mut()
-                        .map(|(s, path)| (s.layers[li].kv(), *path))
-                        .collect();
-                    self.backend.keep_kv_many(&mut items)?;
+        let mut linear: Vec<(&mut B::LinearState, &[usize])> = Vec::new();
+        let mut kv: Vec<(&mut B::KvState, &[usize])> = Vec::new();
+        for (slot, path) in slots.iter_mut() {
+            for st in slot.layers.iter_mut() {
+                match st {
+                    LayerState::Linear(s) => linear.push((s, *path)),
+                    LayerState::Attn(s) => kv.push((s, *path)),
                 }
             }
         }
+        self.backend
+            .keep_linear_many(&self.linear_spec, &mut linear)?;
+        self.backend.keep_kv_many(&mut kv)?;
         for (slot, path) in slots.iter_mut() {
             slot.len += path.len();
         }
