@@ -319,7 +319,12 @@ impl CudaKv {
         };
         // A round of as many rows as one layer keeps: few rows are recorded, more are issued at once.
         let rows = rows_a_layer(items.iter().map(|(st, path)| {
-            (st.pending.as_ref().map_or(0, |p| Arc::as_ptr(&p.0) as usize), path.len())
+            (
+                st.pending
+                    .as_ref()
+                    .map_or(0, |p| Arc::as_ptr(&p.0) as usize),
+                path.len(),
+            )
         }));
         if rows > 0 {
             dev.round_rows(rows);
@@ -338,7 +343,10 @@ impl CudaKv {
             let (round, rows) = pending.ok_or_else(|| format!("row {} is not pending", path[0]))?;
             crate::round::check_pending(&rows, path)?;
             st.reserve(st.len + path.len())?;
-            assert!(row == 0 || row == st.row, "kv_keep: states of one row width");
+            assert!(
+                row == 0 || row == st.row,
+                "kv_keep: states of one row width"
+            );
             row = st.row;
             entries.push((
                 dev.ptr(&round.k),
@@ -359,7 +367,12 @@ impl CudaKv {
         ptrs.extend(entries.iter().map(|e| e.3));
         let (mut paths, mut offs) = (Vec::new(), Vec::new());
         for (_, _, rr, _, path, start) in &entries {
-            offs.extend([paths.len() as i32, path.len() as i32, *start as i32, *rr as i32]);
+            offs.extend([
+                paths.len() as i32,
+                path.len() as i32,
+                *start as i32,
+                *rr as i32,
+            ]);
             paths.extend_from_slice(path);
         }
         let n = entries.len();

@@ -143,7 +143,12 @@ impl CudaLinear {
         let (c, k) = (spec.conv_channels(), spec.conv_kernel);
         // A round of as many rows as one layer keeps (the states may be of every linear layer of the round).
         let rows = crate::attention::rows_a_layer(items.iter().map(|(st, path)| {
-            (st.pending.as_ref().map_or(0, |p| Arc::as_ptr(&p.0) as usize), path.len())
+            (
+                st.pending
+                    .as_ref()
+                    .map_or(0, |p| Arc::as_ptr(&p.0) as usize),
+                path.len(),
+            )
         }));
         if rows > 0 {
             dev.round_rows(rows);
