@@ -162,19 +162,6 @@ impl KvPool {
 mod snapshot;
 pub use snapshot::CudaKvSnapshot;
 
-/// The rows one layer's keep commits (the most kept from one round, across its slots), from (round, rows) pairs of
-/// the states being kept; 0 when nothing is.
-pub(crate) fn rows_a_layer(kept: impl Iterator<Item = (usize, usize)>) -> usize {
-    let mut sums: Vec<(usize, usize)> = Vec::new();
-    for (round, rows) in kept.filter(|&(_, rows)| rows > 0) {
-        match sums.iter_mut().find(|s| s.0 == round) {
-            Some(s) => s.1 += rows,
-            None => sums.push((round, rows)),
-        }
-    }
-    sums.iter().map(|s| s.1).max().unwrap_or(0)
-}
-
 /// The round's normed, rotated keys (by dimension: `[row][rows]`, as in the pages) and its values (`[rows, row]`),
 /// shared by the slots of the call.
 struct KvRound {
@@ -279,18 +266,12 @@ impl CudaKv {
         let Some(dev) = items.first().map(|(st, _)| st.dev.clone()) else {
             return Ok(());
         };
-        // A round of as many rows as one layer keeps: few rows are recorded, more are issued at once.
-        let rows = rows_a_layer(items.iter().map(|(st, path)| {
-            (
-                st.pending
-                    .as_ref()
-                    .map_or(0, |p| Arc::as_ptr(&p.0) as usize),
-                path.len(),
-            )
-        }));
-        if rows > 0 {
-            dev.round_rows(rows);
-        }
+        crate::round::keep_round(
+            &dev,
+            items
+                .iter()
+                .map(|(st, path)| (st.pending.as_ref().map(|p| &p.0), path.len())),
+        );
         // Each state's (keys, values, the round's rows, table, path, position of its first kept row).
         type Entry = (u64, u64, usize, u64, Vec<i32>, usize);
         let mut entries: Vec<Entry> = Vec::new();

@@ -141,18 +141,12 @@ impl CudaLinear {
             return Ok(());
         };
         let (c, k) = (spec.conv_channels(), spec.conv_kernel);
-        // A round of as many rows as one layer keeps (the states may be of every linear layer of the round).
-        let rows = crate::attention::rows_a_layer(items.iter().map(|(st, path)| {
-            (
-                st.pending
-                    .as_ref()
-                    .map_or(0, |p| Arc::as_ptr(&p.0) as usize),
-                path.len(),
-            )
-        }));
-        if rows > 0 {
-            dev.round_rows(rows);
-        }
+        crate::round::keep_round(
+            &dev,
+            items
+                .iter()
+                .map(|(st, path)| (st.pending.as_ref().map(|p| &p.0), path.len())),
+        );
         // The tails' launch: (old tail, mixed input, new tail) of each state, its path and (path offset, length).
         let (mut old, mut mixed, mut new) = (Vec::new(), Vec::new(), Vec::new());
         let (mut paths, mut offs) = (Vec::new(), Vec::new());

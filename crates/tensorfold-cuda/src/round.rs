@@ -1,6 +1,8 @@
 //! A round's row tables as the kernels read them: per row (slot, position, committed length, path, path length),
 //! where a chain row's path is encoded as a run of consecutive rows and only tree rows list their ancestors.
 
+use crate::device::Dev;
+use std::sync::Arc;
 use tensorfold_backend::RowRef;
 
 pub struct RoundRows {
@@ -55,6 +57,31 @@ pub fn round_rows(rows: &[RowRef], committed: &[usize]) -> RoundRows {
         paths.push(0);
     }
     RoundRows { meta, paths }
+}
+
+/// Opens (or closes) the recorded round for a keep of states, given each state's pending round and the rows it
+/// keeps: as many rows as one layer keeps (the most kept from one round across its slots), as a round's embedding
+/// does, whether the states are of one layer or of all of them. Nothing kept: nothing changes.
+pub(crate) fn keep_round<'a, T: 'a>(
+    dev: &Dev,
+    kept: impl Iterator<Item = (Option<&'a Arc<T>>, usize)>,
+) {
+    let mut sums: Vec<(*const T, usize)> = Vec::new();
+    for (round, rows) in kept {
+        let Some(round) = round.filter(|_| rows > 0) else {
+            continue;
+        };
+        match sums
+            .iter_mut()
+            .find(|s| std::ptr::eq(s.0, Arc::as_ptr(round)))
+        {
+            Some(s) => s.1 += rows,
+            None => sums.push((Arc::as_ptr(round), rows)),
+        }
+    }
+    if let Some(rows) = sums.iter().map(|s| s.1).max() {
+        dev.round_rows(rows);
+    }
 }
 
 /// Ok when every row of `path` is among the slot's pending `rows` (both round row indices).
