@@ -272,12 +272,13 @@ impl CudaKv {
                 .iter()
                 .map(|(st, path)| (st.pending.as_ref().map(|p| &p.0), path.len())),
         );
-        // Each state's (keys, values, the round's rows, table, path, position of its first kept row).
-        type Entry = (u64, u64, usize, u64, Vec<i32>, usize);
-        let mut entries: Vec<Entry> = Vec::new();
+        // Per state: its round's keys, values and table (pointer arrays), its path, and (path offset, path length,
+        // position of its first kept row, the round's rows).
+        let (mut keys, mut values, mut tables) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut paths, mut offs) = (Vec::new(), Vec::new());
         // The rounds stay alive until the launch is queued.
         let mut rounds: Vec<Arc<KvRound>> = Vec::new();
-        let mut row = 0;
+        let (mut row, mut longest) = (0, 0);
         for (st, path) in items.iter_mut() {
             let pending = st.pending.take();
             if path.is_empty() {
@@ -291,35 +292,27 @@ impl CudaKv {
                 "kv_keep: states of one row width"
             );
             row = st.row;
-            entries.push((
-                dev.ptr(&round.k),
-                dev.ptr(&*round.v),
-                round.rows,
-                st.table_ptr(),
-                path.iter().map(|&r| r as i32).collect(),
-                st.len,
-            ));
-            st.len += path.len();
-            rounds.push(round);
-        }
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let mut ptrs: Vec<u64> = entries.iter().map(|e| e.0).collect();
-        ptrs.extend(entries.iter().map(|e| e.1));
-        ptrs.extend(entries.iter().map(|e| e.3));
-        let (mut paths, mut offs) = (Vec::new(), Vec::new());
-        for (_, _, rr, _, path, start) in &entries {
+            longest = longest.max(path.len());
+            keys.push(dev.ptr(&round.k));
+            values.push(dev.ptr(&*round.v));
+            tables.push(st.table_ptr());
             offs.extend([
                 paths.len() as i32,
                 path.len() as i32,
-                *start as i32,
-                *rr as i32,
+                st.len as i32,
+                round.rows as i32,
             ]);
-            paths.extend_from_slice(path);
+            paths.extend(path.iter().map(|&r| r as i32));
+            st.len += path.len();
+            rounds.push(round);
         }
-        let n = entries.len();
-        let longest = entries.iter().map(|e| e.4.len()).max().unwrap_or(0);
+        let n = keys.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let mut ptrs = keys;
+        ptrs.extend(values);
+        ptrs.extend(tables);
         let ptrs = dev.stage_u64s(&ptrs);
         let base = dev.staged_ptr(&ptrs);
         let (paths, offs) = (dev.stage_i32s(&paths), dev.stage_i32s(&offs));

@@ -60,26 +60,24 @@ pub fn round_rows(rows: &[RowRef], committed: &[usize]) -> RoundRows {
 }
 
 /// Opens (or closes) the recorded round for a keep of states, given each state's pending round and the rows it
-/// keeps: as many rows as one layer keeps (the most kept from one round across its slots), as a round's embedding
-/// does, whether the states are of one layer or of all of them. Nothing kept: nothing changes.
+/// keeps: as many rows as one layer keeps, as a round's embedding does, whether the states are of one layer or of
+/// all of them. That is the rows kept from the first kept state's round (every layer keeps the same paths).
+/// Nothing kept: nothing changes.
 pub(crate) fn keep_round<'a, T: 'a>(
     dev: &Dev,
     kept: impl Iterator<Item = (Option<&'a Arc<T>>, usize)>,
 ) {
-    let mut sums: Vec<(*const T, usize)> = Vec::new();
-    for (round, rows) in kept {
-        let Some(round) = round.filter(|_| rows > 0) else {
+    let (mut first, mut rows) = (None, 0);
+    for (round, n) in kept {
+        let Some(round) = round.filter(|_| n > 0) else {
             continue;
         };
-        match sums
-            .iter_mut()
-            .find(|s| std::ptr::eq(s.0, Arc::as_ptr(round)))
-        {
-            Some(s) => s.1 += rows,
-            None => sums.push((Arc::as_ptr(round), rows)),
+        let first = *first.get_or_insert(Arc::as_ptr(round));
+        if std::ptr::eq(first, Arc::as_ptr(round)) {
+            rows += n;
         }
     }
-    if let Some(rows) = sums.iter().map(|s| s.1).max() {
+    if rows > 0 {
         dev.round_rows(rows);
     }
 }

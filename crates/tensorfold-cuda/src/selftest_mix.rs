@@ -30,7 +30,7 @@ trait Mix {
     fn fresh(&self) -> Self::St;
     fn round(&self, rows: &[Row], sts: &mut [&mut Self::St]) -> Vec<f32>;
     fn keep(&self, st: &mut Self::St, path: &[usize]);
-    /// `keep` for several slots at once (one launch a layer on the GPU).
+    /// `keep` for several slots at once (one launch on the GPU).
     fn keep_many(&self, items: &mut [(&mut Self::St, &[usize])]);
     fn state(&self, st: &Self::St) -> Vec<f32>;
     fn copy(&self, st: &Self::St) -> Self::St;

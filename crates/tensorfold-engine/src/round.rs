@@ -227,7 +227,7 @@ pub(crate) fn run_round<B: Backend>(
     // What a prompt chunk or a window without drafts keeps does not depend on the draws, so it is queued now,
     // behind the round's work: on a GPU the keep then runs while the host waits for the draws (as in `generate`)
     // instead of after them with the device idle. The same keep, so the same state.
-    let early: Vec<Option<Vec<usize>>> = parts
+    let mut early: Vec<Option<Vec<usize>>> = parts
         .iter()
         .map(|part| match *part {
             Part::Prompt { first, n, .. } => Some((first..first + n).collect()),
@@ -236,10 +236,10 @@ pub(crate) fn run_round<B: Backend>(
         })
         .collect();
     let keeping = Instant::now();
-    keep_slots(model, live, &early)?;
+    let paths: Vec<Option<&[usize]>> = early.iter().map(Option::as_deref).collect();
+    keep_slots(model, live, &paths)?;
     // Not part of the round's cost for the window planner: a drafted window's keep comes after its timing.
     let keep_secs = keeping.elapsed().as_secs_f64();
-    let kept_early: Vec<bool> = early.iter().map(Option::is_some).collect();
     EngineTimes::lap(&mut times.keep_us, &mut lap);
     // A backend that draws where the logits are draws every row of the streams that need no host logits at once
     // (each row's token depends on that row alone, so drawing rows the walk never reaches changes nothing).
@@ -298,11 +298,10 @@ pub(crate) fn run_round<B: Backend>(
         match parts[si] {
             Part::None => {}
             Part::Prompt { first, n, last } => {
-                let path: Vec<usize> = (first..first + n).collect();
                 if last {
                     walk(st, &rows, first + n - 1, &[], &mut row_logits);
                 }
-                kept[si] = path;
+                kept[si] = early[si].take().unwrap_or_default();
             }
             Part::Window { first, n } => {
                 st.pending = None;
@@ -331,10 +330,12 @@ pub(crate) fn run_round<B: Backend>(
         }
     }
     // The drafted windows' accepted paths, every slot's in one keep.
-    let late: Vec<Option<Vec<usize>>> = kept
+    let late: Vec<Option<&[usize]>> = kept
         .iter()
-        .zip(&kept_early)
-        .map(|(path, &early)| (!early && !path.is_empty()).then(|| path.clone()))
+        .zip(&parts)
+        .map(|(path, part)| {
+            matches!(part, Part::Window { n, .. } if *n > 1).then_some(path.as_slice())
+        })
         .collect();
     keep_slots(model, live, &late)?;
     EngineTimes::lap(&mut times.walk_us, &mut lap);
@@ -349,12 +350,12 @@ pub(crate) fn run_round<B: Backend>(
 fn keep_slots<B: Backend>(
     model: &Qwen35<B>,
     live: &mut [Stream<B>],
-    paths: &[Option<Vec<usize>>],
+    paths: &[Option<&[usize]>],
 ) -> Result<()> {
     let mut items: Vec<(&mut SlotState<B>, &[usize])> = live
         .iter_mut()
         .zip(paths)
-        .filter_map(|(st, p)| Some((&mut st.slot, p.as_deref()?)))
+        .filter_map(|(st, p)| Some((&mut st.slot, (*p)?)))
         .collect();
     if items.is_empty() {
         return Ok(());

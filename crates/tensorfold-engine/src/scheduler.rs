@@ -374,10 +374,9 @@ impl<B: Backend> Engine<B> {
     }
 
     fn round(&mut self) {
-        let mut lap = Instant::now();
-        if let Some(end) = self.round_end.take() {
-            self.times.other_us += lap.duration_since(end).as_micros() as u64;
-        }
+        // From the end of the last round while streams were live (commands and admission count too).
+        let start = self.round_end.take().unwrap_or_else(Instant::now);
+        let phases = self.times.total_us();
         let marks: Vec<Vec<usize>> = self.live.iter().map(|s| self.marks_for(s)).collect();
         let plan = RoundPlan {
             prompt_budget: self.cfg.prefill_chunk,
@@ -394,7 +393,6 @@ impl<B: Backend> Engine<B> {
             mtp_history: self.cfg.mtp_history,
         };
         let before: Vec<usize> = self.live.iter().map(|s| s.slot.len).collect();
-        EngineTimes::lap(&mut self.times.other_us, &mut lap);
         let ran = run_round(
             &self.model,
             &mut self.live,
@@ -426,11 +424,10 @@ impl<B: Backend> Engine<B> {
         }
         // Published before retire sends Done too, so a caller reading stats after its reply sees its rounds.
         self.publish();
-        let snapshots = self.times.snapshot_us;
-        let retiring = Instant::now();
         self.retire();
-        let retire_us = retiring.elapsed().as_micros() as u64;
-        self.times.other_us += retire_us.saturating_sub(self.times.snapshot_us - snapshots);
+        // What no phase took: the loop between rounds, planning marks, retiring streams.
+        let spent = start.elapsed().as_micros() as u64;
+        self.times.other_us += spent.saturating_sub(self.times.total_us() - phases);
         self.round_end = (!self.live.is_empty()).then(Instant::now);
         self.publish();
     }

@@ -422,9 +422,10 @@ impl<B: Backend> Qwen35<B> {
         logit_rows: &[usize],
     ) -> Result<Logits<'_, B>> {
         let (logits, _) = self.forward_round(rows, tokens, slots, logit_rows, &[])?;
-        let paths: Vec<Vec<usize>> = (0..slots.len())
-            .map(|si| (0..rows.len()).filter(|&i| rows[i].slot == si).collect())
-            .collect();
+        let mut paths: Vec<Vec<usize>> = vec![Vec::new(); slots.len()];
+        for (i, r) in rows.iter().enumerate() {
+            paths[r.slot].push(i);
+        }
         let mut kept: Vec<(&mut SlotState<B>, &[usize])> = slots
             .iter_mut()
             .zip(&paths)

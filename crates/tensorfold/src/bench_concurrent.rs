@@ -207,7 +207,12 @@ pub fn run(a: ConcurrentArgs) -> Result<()> {
         let (ttft, ttft_max) = median_max(replies.iter().map(|r| r.first).collect());
         let tpots: Vec<f64> = replies.iter().filter_map(Reply::tpot).collect();
         let tpot = tpots.iter().sum::<f64>() / tpots.len().max(1) as f64;
-        let (itl99, itl_max) = p99_max(replies.iter().flat_map(|r| r.gaps.clone()).collect());
+        let (itl99, itl_max) = p99_max(
+            replies
+                .iter()
+                .flat_map(|r| r.gaps.iter().copied())
+                .collect(),
+        );
         let (mut alone_eq, mut serial_eq) = (0, 0);
         for ((path, body), r) in reqs.iter().zip(&replies) {
             if a.alone {

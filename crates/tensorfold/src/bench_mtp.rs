@@ -34,6 +34,8 @@ pub fn mtp_step_line<B: Backend>(m: &Qwen35<B>) -> Result<Option<String>> {
     head.forward(m, &rows, &tokens, &taps, &mut [&mut slot], &[])?;
     let all: Vec<usize> = (0..ctx).collect();
     head.keep(&m.backend, &mut slot, &all, 0)?;
+    // The engine's threshold, so the backend reads as many ranks as a chain's step does.
+    let min_prob = tensorfold_engine::EngineConfig::default().mtp_min_prob;
     let mut line = String::new();
     for (name, sampling) in [
         ("greedy", SamplingParams::greedy()),
@@ -62,7 +64,7 @@ pub fn mtp_step_line<B: Backend>(m: &Qwen35<B>) -> Result<Option<String>> {
                 &mut [&mut slot],
                 &[0],
             )?;
-            let d = next_drafts(m, &logits, &[(&sampling, ctx as u64 + 1, 0.1)]);
+            let d = next_drafts(m, &logits, &[(&sampling, ctx as u64 + 1, min_prob)]);
             backend.push(t.elapsed());
             std::hint::black_box((d, out));
         }
@@ -70,11 +72,7 @@ pub fn mtp_step_line<B: Backend>(m: &Qwen35<B>) -> Result<Option<String>> {
             let t = Instant::now();
             let out = head.forward(
                 m,
-                &[RowRef {
-                    slot: 0,
-                    pos: ctx,
-                    parent: None,
-                }],
+                &row,
                 &[tokens[step % ctx]],
                 &taps[..h],
                 &mut [&mut slot],

@@ -127,8 +127,9 @@ pub fn draft_draw(logits: &[f32], sampling: &SamplingParams, pos: u64) -> (u32, 
 /// What one chain's next draft is drawn by: the request's sampling, the position, the head's threshold.
 pub type Pick<'a> = (&'a SamplingParams, u64, f32);
 
-/// Each chain's next draft and its probability under the head, from row k of `logits` for `picks[k]`. Where the backend draws, so do the drafts: the target's keyed rule on the device, and the
-/// probability from the row's best ranks and keyed softmax total (`row_top`). At least ceil(1 / min_prob) ranks
+/// Each chain's next draft and its probability under the head, from row k of `logits` for `picks[k]`. Where the
+/// backend draws, so do the drafts: the target's keyed rule on the device, and the probability from the row's best
+/// ranks and keyed softmax total (`row_top`). At least ceil(1 / min_prob) ranks
 /// are read, so a draft outside them is below min_prob anyway and gets probability 0. A GPU then reads back a
 /// token and a few ranks a chain instead of the vocabulary's logits and a host softmax (1.75 ms a step greedy,
 /// 15.9 ms at temperature 0.8 on the 27B shape: BENCHMARKS.md §7, call 139). Drafts only decide what is verified,
