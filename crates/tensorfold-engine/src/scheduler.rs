@@ -6,7 +6,7 @@ use crate::api::{
 };
 use crate::drafters::mtp::Backlog;
 use crate::plan::{Drafting, Planner};
-use crate::prompt_cache::PromptCache;
+use crate::prompt_cache::{PromptCache, SnapshotKind};
 use crate::round::{run_round, RoundPlan, Stream};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
@@ -419,7 +419,13 @@ impl<B: Backend> Engine<B> {
         for (i, st) in self.live.iter().enumerate() {
             let len = st.slot.len;
             if len != before[i] && len <= st.req.prompt.len() && marks[i].contains(&len) {
-                store_snapshot(&mut self.cache, &self.model, st, &mut self.times);
+                store_snapshot(
+                    &mut self.cache,
+                    &self.model,
+                    st,
+                    SnapshotKind::Prompt,
+                    &mut self.times,
+                );
             }
         }
         // Published before retire sends Done too, so a caller reading stats after its reply sees its rounds.
@@ -467,7 +473,13 @@ impl<B: Backend> Engine<B> {
             let st = self.live.swap_remove(i);
             self.reserved -= st.reserved_pages;
             if self.cache.enabled() && st.slot.len > 0 && finish != FinishReason::Cancelled {
-                store_snapshot(&mut self.cache, &self.model, &st, &mut self.times);
+                // A stream that ended inside its prompt (no tokens asked for, or ended by its caller) holds a prompt.
+                let kind = if st.slot.len > st.req.prompt.len() {
+                    SnapshotKind::ReplyEnd
+                } else {
+                    SnapshotKind::Prompt
+                };
+                store_snapshot(&mut self.cache, &self.model, &st, kind, &mut self.times);
                 // Before Done: a caller that reads the stats after its reply sees its snapshot.
                 self.publish();
             }
@@ -499,6 +511,7 @@ fn store_snapshot<B: Backend>(
     cache: &mut PromptCache<B>,
     model: &Qwen35<B>,
     st: &Stream<B>,
+    kind: SnapshotKind,
     times: &mut EngineTimes,
 ) {
     let mut lap = Instant::now();
@@ -510,6 +523,6 @@ fn store_snapshot<B: Backend>(
     let snap = model.snapshot(&st.slot);
     let bytes = model.snapshot_bytes(&snap);
     let head = st.mtp.as_ref().and(st.drafting.latest.context_before(len));
-    cache.insert(key, snap, head, bytes);
+    cache.insert(key, snap, head, bytes, kind);
     EngineTimes::lap(&mut times.snapshot_us, &mut lap);
 }
