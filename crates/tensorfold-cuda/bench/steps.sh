@@ -110,13 +110,14 @@ memcheck() {
   grep -HE "ERROR SUMMARY|cases," "$OUT"/memcheck-*.log | sed "s|^$OUT/||"
 }
 
-# `serve_twice NAME BIN MODEL CLIENT`: BIN serves MODEL on the GPU; CLIENT's `bench concurrent` sends 16 streams of
-# 1,024-token prompts (64-token replies), each then again alone (`--alone`: replies compared), then the same 16
-# together again (warm); the prompt cache's metrics after each run. Logged as NAME-serve, NAME-cold, NAME-warm.
+# `serve_twice NAME BIN MODEL CLIENT [SERVE_ARGS...]`: BIN serves MODEL on the GPU (with SERVE_ARGS); CLIENT's
+# `bench concurrent` sends 16 streams of 1,024-token prompts (64-token replies), each then again alone (`--alone`:
+# replies compared), then the same 16 together again (warm); the prompt cache's metrics after each run. Logged as
+# NAME-serve, NAME-cold, NAME-warm.
 serve_twice() {
-  local name=$1 bin=$2 M=$3 NEW=$4
+  local name=$1 bin=$2 M=$3 NEW=$4; shift 4
   if [ "$(left)" -lt 50 ]; then echo "SKIP $name (budget)"; return; fi
-  "$bin" serve --device cuda --model $M --port 8321 > "$OUT/$name-serve.log" 2>&1 &
+  "$bin" serve --device cuda --model $M --port 8321 "$@" > "$OUT/$name-serve.log" 2>&1 &
   local pid=$! up=0
   for i in $(seq 1 120); do curl -s localhost:8321/health > /dev/null 2>&1 && { up=1; break; }; sleep 0.5; done
   if [ $up = 1 ]; then

@@ -95,6 +95,11 @@ __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
 // (wg_tile_at): no launch of its own.
 __device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict__ xh, u16* __restrict__ xl,
                                               float* __restrict__ xs, u16* __restrict__ bt, int cols) {
+#ifdef TF_X_BF16
+    // A measurement switch, off by default: every projection's input rounded to bf16 here, its one producer, as
+    // bf16 engines feed their matmuls (lo is then +0). It measures what closeness to float64 the hi + lo form buys.
+    v = bf16_to_f32(f32_to_bf16_rn(v));
+#endif
     const float s = warp_sum(v);
     const int e = (int)(i & 7);
     const int pe = e < 4 ? 2 * e : 2 * (e - 4) + 1;  // the element's place in its word's pair order
