@@ -1,44 +1,14 @@
 // deltanet.cu: Gated DeltaNet over a round. dn_conv: causal depthwise conv over (committed tail + the row's
 // ancestors + the row) and SiLU. dn_recur_v*: per (slot, value head, part of the head's rows) block, the fp32
 // delta rule stepped row by row from each row's parent state (restored from a snapshot or the round's start when
-// the row branches), with the q/k L2 norms and gates fused; the state lives in registers, a half-warp per value-dim
+// the row branches), with the q/k L2 norms and gates fused; the state lives in registers, one warp per value-dim
 // row; dn_recur_ring_v*, the same for chains with the rows' inputs staged and normalised once a block. dn_norm: the
 // gated RMSNorm of each (row, head) output.
 // A row's arithmetic is the same whether it is stepped in place, after a restore, or in a replay.
 
 #define DN_WARPS 8
-#define KMAX 4    // key_dim <= 128 (4 per lane of a warp, as q and k are loaded and normalised)
+#define KMAX 4    // key_dim <= 128 (4 per lane)
 // value_dim <= 128: at most 16 rows per warp (dn_recur_v16, one block per head)
-
-// A state row's key dims are split over the 16 lanes of a half-warp, DN_KPL consecutive dims each, so a warp steps
-// two rows at once and a row's dot products are a chain of 8 fmas and four shuffles. With a whole warp a row (4
-// dims a lane, five shuffles a sum) a chain's step issued twice the shuffles and adds for the same fmas, and the
-// chains are bound by issuing instructions (call 95). The state a lane holds: DnLanes<VM>::P passes of DN_KPL dims.
-#define DN_KPL (2 * KMAX)
-template <int VM>
-struct DnLanes {
-    static constexpr int P = VM >= 2 ? VM / 2 : 1;
-};
-template <int VM>
-using DnState = float[DnLanes<VM>::P][DN_KPL];
-
-// The warp's row (of its VM) that this lane's half steps in pass p. VM = 1: both halves step row 0, and only the
-// lower half writes it, so every row gets the same arithmetic whatever VM a launch takes.
-template <int VM>
-__device__ __forceinline__ int dn_row(int p, int lane) {
-    return VM >= 2 ? 2 * p + (lane >> 4) : 0;
-}
-template <int VM>
-__device__ __forceinline__ bool dn_writer(int lane) {
-    return VM >= 2 || lane < 16;
-}
-
-// A sum over the 16 lanes of a half-warp (xor 8, 4, 2, 1), the same in each of them: a state row's dot product.
-__device__ __forceinline__ float half_sum(float v) {
-#pragma unroll
-    for (int off = 8; off > 0; off >>= 1) v += __shfl_xor_sync(FULL_MASK, v, off);
-    return v;
-}
 
 // Launched with 256 threads; 8 blocks an SM (32 registers), the occupancy a memory-bound kernel needs (ptxas took 39
 // registers once kernel_entry came first, and the prompt's conv ran 25% slower).
@@ -61,42 +31,34 @@ extern "C" __global__ void __launch_bounds__(256, 8)
     x[(size_t)i * C + c] = silu_f(acc);
 }
 
-// A block's share of a head's state: value-dim rows j0 + warp + DN_WARPS·m (m < VM), row dn_row(p) in pass p,
-// key dims (lane % 16)·DN_KPL … + DN_KPL − 1.
+// A block's share of a head's state: value-dim rows j0 + warp + DN_WARPS·m (m < VM), key dims lane + 32·kk.
 template <int VM>
-__device__ __forceinline__ void dn_load(DnState<VM>& S, const float* __restrict__ src, int j0, int Dk, int Dv) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, d0 = (lane & 15) * DN_KPL;
+__device__ __forceinline__ void dn_load(float (&S)[VM][KMAX], const float* __restrict__ src, int j0, int Dk,
+                                        int Dv) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-    for (int p = 0; p < DnLanes<VM>::P; ++p) {
-        const int j = j0 + warp + DN_WARPS * dn_row<VM>(p, lane);
+    for (int m = 0; m < VM; ++m) {
+        const int j = j0 + warp + DN_WARPS * m;
 #pragma unroll
-        for (int i = 0; i < DN_KPL; ++i) S[p][i] = (j < Dv && d0 + i < Dk) ? src[(size_t)j * Dk + d0 + i] : 0.0f;
+        for (int kk = 0; kk < KMAX; ++kk) {
+            const int d = lane + 32 * kk;
+            S[m][kk] = (j < Dv && d < Dk) ? src[(size_t)j * Dk + d] : 0.0f;
+        }
     }
 }
 
 template <int VM>
-__device__ __forceinline__ void dn_store(const DnState<VM>& S, float* __restrict__ dst, int j0, int Dk, int Dv) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, d0 = (lane & 15) * DN_KPL;
-    if (!dn_writer<VM>(lane)) return;
+__device__ __forceinline__ void dn_store(const float (&S)[VM][KMAX], float* __restrict__ dst, int j0, int Dk,
+                                         int Dv) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-    for (int p = 0; p < DnLanes<VM>::P; ++p) {
-        const int j = j0 + warp + DN_WARPS * dn_row<VM>(p, lane);
+    for (int m = 0; m < VM; ++m) {
+        const int j = j0 + warp + DN_WARPS * m;
 #pragma unroll
-        for (int i = 0; i < DN_KPL; ++i)
-            if (j < Dv && d0 + i < Dk) dst[(size_t)j * Dk + d0 + i] = S[p][i];
-    }
-}
-
-// This lane's DN_KPL dims of a normalised q and k held in natural order (16-byte aligned; zeros past Dk).
-__device__ __forceinline__ void dn_lanes_qk(const float* q, const float* k, float (&qv)[DN_KPL],
-                                            float (&kv)[DN_KPL]) {
-    const int d0 = (threadIdx.x & 15) * DN_KPL;
-#pragma unroll
-    for (int i = 0; i < DN_KPL; i += 4) {
-        const float4 a = *reinterpret_cast<const float4*>(q + d0 + i);
-        const float4 c = *reinterpret_cast<const float4*>(k + d0 + i);
-        qv[i] = a.x, qv[i + 1] = a.y, qv[i + 2] = a.z, qv[i + 3] = a.w;
-        kv[i] = c.x, kv[i + 1] = c.y, kv[i + 2] = c.z, kv[i + 3] = c.w;
+        for (int kk = 0; kk < KMAX; ++kk) {
+            const int d = lane + 32 * kk;
+            if (j < Dv && d < Dk) dst[(size_t)j * Dk + d] = S[m][kk];
+        }
     }
 }
 
@@ -143,61 +105,50 @@ __device__ __forceinline__ void dn_normalise(float (&v)[KMAX], bool is_q, float 
 __device__ __forceinline__ float dn_beta(float b) { return sigmoid_f(b); }
 __device__ __forceinline__ float dn_decay(float a_dt, float neg_a) { return expf(neg_a * softplus_f(a_dt)); }
 
-// One entry's update of the block's state rows S from the row's normalised q and k (this lane's dims), its values
-// v (of the warp's rows), beta and decay: per row decay, delta rule and output (written to orow[j] when write_out).
-// Rows past Dv hold zeros and stay zero (their values are zero); they are stepped so that no shuffle diverges.
+// One entry's update of the block's state rows S from the row's normalised q and k, its values v (of the block's
+// rows), beta and decay: per row decay, delta rule and output (written to orow[j] when write_out).
 template <int VM>
-__device__ __forceinline__ void dn_update(DnState<VM>& S, const float (&qv)[DN_KPL], const float (&kv)[DN_KPL],
+__device__ __forceinline__ void dn_update(float (&S)[VM][KMAX], const float (&qv)[KMAX], const float (&kv)[KMAX],
                                           const float (&v)[VM], float beta, float decay, float* __restrict__ orow,
                                           int j0, int Dv, int write_out) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-    for (int p = 0; p < DnLanes<VM>::P; ++p) {
-        const int j = j0 + warp + DN_WARPS * dn_row<VM>(p, lane);
-        const float vj = VM >= 2 ? ((lane >> 4) ? v[2 * p + 1] : v[2 * p]) : v[0];
-        float pr = 0.0f;
+    for (int m = 0; m < VM; ++m) {
+        const int j = j0 + warp + DN_WARPS * m;
+        if (j < Dv) {
+            float p = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DN_KPL; ++i) {
-            S[p][i] *= decay;
-            pr = fmaf(S[p][i], kv[i], pr);
-        }
-        const float delta = beta * (vj - half_sum(pr));
-        float o = 0.0f;
+            for (int kk = 0; kk < KMAX; ++kk) {
+                S[m][kk] *= decay;
+                p = fmaf(S[m][kk], kv[kk], p);
+            }
+            const float delta = beta * (v[m] - warp_sum(p));
+            float o = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DN_KPL; ++i) {
-            S[p][i] = fmaf(delta, kv[i], S[p][i]);
-            o = fmaf(S[p][i], qv[i], o);
+            for (int kk = 0; kk < KMAX; ++kk) {
+                S[m][kk] = fmaf(delta, kv[kk], S[m][kk]);
+                o = fmaf(S[m][kk], qv[kk], o);
+            }
+            o = warp_sum(o);
+            if (write_out && lane == 0) orow[j] = o;
         }
-        o = half_sum(o);
-        if (write_out && (lane & 15) == 0 && dn_writer<VM>(lane) && j < Dv) orow[j] = o;
     }
 }
 
-// One entry's whole step in one warp, from the row's raw q and k (dims lane + 32·kk), values, beta input b and
-// decay input a_dt (a + dt_bias); xqk, this warp's 2·32·KMAX floats of shared memory (16-byte aligned), takes the
-// normalised q and k to the lanes that step them.
+// One entry's whole step in one warp, from the row's raw q and k, values, beta input b and decay input a_dt
+// (a + dt_bias).
 template <int VM>
-__device__ __forceinline__ void dn_step(DnState<VM>& S, const float (&q)[KMAX], const float (&k)[KMAX],
+__device__ __forceinline__ void dn_step(float (&S)[VM][KMAX], const float (&q)[KMAX], const float (&k)[KMAX],
                                         const float (&v)[VM], float b, float a_dt, float q_scale, float neg_a,
-                                        float* __restrict__ orow, int j0, int Dv, int write_out, float* xqk) {
-    const int lane = threadIdx.x & 31;
-    float qn[KMAX], kn[KMAX];
+                                        float* __restrict__ orow, int j0, int Dv, int write_out) {
+    float qv[KMAX], kv[KMAX];
 #pragma unroll
     for (int kk = 0; kk < KMAX; ++kk) {
-        qn[kk] = q[kk];
-        kn[kk] = k[kk];
+        qv[kk] = q[kk];
+        kv[kk] = k[kk];
     }
-    dn_normalise(qn, true, q_scale);
-    dn_normalise(kn, false, q_scale);
-    __syncwarp();  // the previous step's reads of xqk are done
-#pragma unroll
-    for (int kk = 0; kk < KMAX; ++kk) {
-        xqk[lane + 32 * kk] = qn[kk];
-        xqk[32 * KMAX + lane + 32 * kk] = kn[kk];
-    }
-    __syncwarp();
-    float qv[DN_KPL], kv[DN_KPL];
-    dn_lanes_qk(xqk, xqk + 32 * KMAX, qv, kv);
+    dn_normalise(qv, true, q_scale);
+    dn_normalise(kv, false, q_scale);
     dn_update<VM>(S, qv, kv, v, dn_beta(b), dn_decay(a_dt, neg_a), orow, j0, Dv, write_out);
 }
 
@@ -221,7 +172,7 @@ struct DnBlock {
 
 // Before a row that branches, S becomes the round's start state (restore −2) or snapshot `restore` (≥ 0).
 template <int VM>
-__device__ __forceinline__ void dn_restore(DnState<VM>& S, int restore, const u64* __restrict__ starts,
+__device__ __forceinline__ void dn_restore(float (&S)[VM][KMAX], int restore, const u64* __restrict__ starts,
                                            const float* __restrict__ snaps, const DnBlock<VM>& b, int Hv, int Dk,
                                            int Dv) {
     if (restore == -2) dn_load<VM>(S, reinterpret_cast<const float*>(starts[b.s]) + b.h * b.hs, b.j0, Dk, Dv);
@@ -250,9 +201,8 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
     const size_t hs = b.hs;
     float* st = reinterpret_cast<float*>(states[s]) + h * hs;
-    float S[DnLanes<VM>::P][DN_KPL];
+    float S[VM][KMAX];
     dn_load<VM>(S, st, j0, Dk, Dv);
-    __shared__ __align__(16) float xqk[DN_WARPS][2 * 32 * KMAX];
     const float q_scale = 1.0f / sqrtf((float)Dk);
     const float neg_a = -expf(a_log[h]);
     // The next entry's inputs are loaded before this entry's step (they do not depend on the state), so a
@@ -265,8 +215,7 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
         const int i = cur.i, restore = cur.restore, save = cur.save;
         dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
         float* orow = out + (size_t)i * Hv * Dv + (size_t)h * Dv;
-        dn_step<VM>(S, cur.q, cur.k, cur.v, cur.b, cur.a + dt_bias[h], q_scale, neg_a, orow, j0, Dv, write_out,
-                    xqk[threadIdx.x >> 5]);
+        dn_step<VM>(S, cur.q, cur.k, cur.v, cur.b, cur.a + dt_bias[h], q_scale, neg_a, orow, j0, Dv, write_out);
         if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + h) * hs, j0, Dk, Dv);
         cur = nxt;
     }
@@ -366,15 +315,19 @@ __device__ __forceinline__ void dn_issue(float* slot, DnEntry n, const float* __
 // restore, save), the normalised q and k at QN and KN, the block's value rows at V, beta and decay at BETA and DECAY
 // (Sl's offsets, in floats).
 template <int VM, typename Sl>
-__device__ __forceinline__ void dn_step_staged(DnState<VM>& S, const float* in, const DnBlock<VM>& b,
+__device__ __forceinline__ void dn_step_staged(float (&S)[VM][KMAX], const float* in, const DnBlock<VM>& b,
                                                const u64* __restrict__ starts, float* __restrict__ snaps,
                                                float* __restrict__ out, int Hv, int Dk, int Dv, int write_out) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int* ini = reinterpret_cast<const int*>(in) + Sl::I;
     const int i = ini[0], restore = ini[1], save = ini[2];
     dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
-    float qv[DN_KPL], kv[DN_KPL], v[VM];
-    dn_lanes_qk(in + Sl::QN, in + Sl::KN, qv, kv);
+    float qv[KMAX], kv[KMAX], v[VM];
+#pragma unroll
+    for (int kk = 0; kk < KMAX; ++kk) {
+        qv[kk] = in[Sl::QN + lane + 32 * kk];
+        kv[kk] = in[Sl::KN + lane + 32 * kk];
+    }
 #pragma unroll
     for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
     float* orow = out + (size_t)i * Hv * Dv + (size_t)b.h * Dv;
@@ -396,7 +349,7 @@ __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
     const size_t hs = b.hs;
     float* st = reinterpret_cast<float*>(states[s]) + h * hs;
-    float S[DnLanes<VM>::P][DN_KPL];
+    float S[VM][KMAX];
     dn_load<VM>(S, st, j0, Dk, Dv);
     const float q_scale = 1.0f / sqrtf((float)Dk);
     const float neg_a = -expf(a_log[h]);

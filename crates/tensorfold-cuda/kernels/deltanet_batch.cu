@@ -20,7 +20,7 @@ template <int VM>
 struct DnBatchSlot {
     static constexpr int K = 32 * KMAX, V = 2 * 32 * KMAX, B = V + DN_WARPS * VM, A = B + 1, I = A + 1;
     static constexpr int BETA = I + 3, DECAY = BETA + 1;
-    static constexpr int FLOATS = (DECAY + 1 + 3) & ~3;  // 16-byte aligned (dn_lanes_qk's loads)
+    static constexpr int FLOATS = DECAY + 1;
     static constexpr int QN = 0, KN = K;  // the normalised q and k (dn_step_staged)
 };
 
@@ -119,7 +119,7 @@ __device__ __forceinline__ void dn_recur_batch(const float* __restrict__ x, cons
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
     const size_t hs = b.hs;
     float* st = reinterpret_cast<float*>(states[s]) + h * hs;
-    float S[DnLanes<VM>::P][DN_KPL];
+    float S[VM][KMAX];
     dn_load<VM>(S, st, j0, Dk, Dv);
     const float q_scale = 1.0f / sqrtf((float)Dk);
     const float neg_a = -expf(a_log[h]);
