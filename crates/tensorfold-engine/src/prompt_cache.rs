@@ -155,10 +155,6 @@ mod tests {
         c
     }
 
-    fn holds(c: &SnapshotCache<()>, tokens: &[u32]) -> bool {
-        c.contains(tokens)
-    }
-
     #[test]
     fn a_reply_end_is_evicted_before_an_older_prompt_snapshot() {
         use SnapshotKind::*;
@@ -171,9 +167,9 @@ mod tests {
             ],
             20,
         );
-        assert!(holds(&c, &[1, 2]), "the older prompt snapshot stays");
-        assert!(!holds(&c, &[1, 2, 3, 4]), "the reply end goes first");
-        assert!(holds(&c, &[7, 8]));
+        assert!(c.contains(&[1, 2]), "the older prompt snapshot stays");
+        assert!(!c.contains(&[1, 2, 3, 4]), "the reply end goes first");
+        assert!(c.contains(&[7, 8]));
         assert_eq!(c.used(), 20);
     }
 
@@ -183,14 +179,14 @@ mod tests {
         let mut c = cache_of(&[(&[1], Prompt), (&[2], ReplyEnd), (&[3], ReplyEnd)], 30);
         c.insert(vec![4], (), None, 10, Prompt);
         assert!(
-            !holds(&c, &[2]) && holds(&c, &[3]),
+            !c.contains(&[2]) && c.contains(&[3]),
             "the older reply end goes"
         );
         c.insert(vec![5], (), None, 10, Prompt);
-        assert!(!holds(&c, &[3]), "then the other one");
+        assert!(!c.contains(&[3]), "then the other one");
         c.insert(vec![6], (), None, 10, Prompt);
         assert!(
-            !holds(&c, &[1]) && holds(&c, &[4]) && holds(&c, &[5]) && holds(&c, &[6]),
+            !c.contains(&[1]) && c.contains(&[4]) && c.contains(&[5]) && c.contains(&[6]),
             "then plain LRU"
         );
         assert_eq!(c.len(), 3);
@@ -206,7 +202,7 @@ mod tests {
         assert!(head.is_none());
         // [9] is now the least recently used, and the reply end has earned its place.
         c.insert(vec![8], (), None, 10, Prompt);
-        assert!(holds(&c, &[1, 2, 3]) && !holds(&c, &[9]));
+        assert!(c.contains(&[1, 2, 3]) && !c.contains(&[9]));
     }
 
     #[test]

@@ -419,13 +419,7 @@ impl<B: Backend> Engine<B> {
         for (i, st) in self.live.iter().enumerate() {
             let len = st.slot.len;
             if len != before[i] && len <= st.req.prompt.len() && marks[i].contains(&len) {
-                store_snapshot(
-                    &mut self.cache,
-                    &self.model,
-                    st,
-                    SnapshotKind::Prompt,
-                    &mut self.times,
-                );
+                store_snapshot(&mut self.cache, &self.model, st, &mut self.times);
             }
         }
         // Published before retire sends Done too, so a caller reading stats after its reply sees its rounds.
@@ -473,13 +467,7 @@ impl<B: Backend> Engine<B> {
             let st = self.live.swap_remove(i);
             self.reserved -= st.reserved_pages;
             if self.cache.enabled() && st.slot.len > 0 && finish != FinishReason::Cancelled {
-                // A stream that ended inside its prompt (no tokens asked for, or ended by its caller) holds a prompt.
-                let kind = if st.slot.len > st.req.prompt.len() {
-                    SnapshotKind::ReplyEnd
-                } else {
-                    SnapshotKind::Prompt
-                };
-                store_snapshot(&mut self.cache, &self.model, &st, kind, &mut self.times);
+                store_snapshot(&mut self.cache, &self.model, &st, &mut self.times);
                 // Before Done: a caller that reads the stats after its reply sees its snapshot.
                 self.publish();
             }
@@ -506,16 +494,21 @@ impl<B: Backend> Engine<B> {
     }
 }
 
-/// Caches the stream's committed state under the tokens that produced it, with the head's context before its end.
+/// Caches the stream's committed state under the tokens that produced it, with the head's context before its end;
+/// a state past the prompt is filed as a reply's end, which the cache evicts first.
 fn store_snapshot<B: Backend>(
     cache: &mut PromptCache<B>,
     model: &Qwen35<B>,
     st: &Stream<B>,
-    kind: SnapshotKind,
     times: &mut EngineTimes,
 ) {
     let mut lap = Instant::now();
     let len = st.slot.len;
+    let kind = if len > st.req.prompt.len() {
+        SnapshotKind::ReplyEnd
+    } else {
+        SnapshotKind::Prompt
+    };
     let key = st.tokens[..len].to_vec();
     if cache.contains(&key) {
         return;
