@@ -53,6 +53,53 @@ pub struct AttnSpec {
     pub rope_theta: f64,
 }
 
+/// How a backend stores committed keys and values. `Bf16` rounds every key (after its norm and RoPE) and value to
+/// bf16 where it is made, on every path alike (plain, drafted, chunked, resumed), so the equalities hold as with
+/// `F32`; the pages then hold half the bytes (a GPU reads half as much at long contexts and fits twice the tokens),
+/// at the cost of closeness to the float64 reference (BENCHMARKS.md §7 measures both).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KvDtype {
+    #[default]
+    F32,
+    Bf16,
+}
+
+impl KvDtype {
+    /// Bytes of one stored key or value element.
+    pub fn bytes(self) -> usize {
+        match self {
+            KvDtype::F32 => 4,
+            KvDtype::Bf16 => 2,
+        }
+    }
+    /// `x` as this dtype stores it.
+    pub fn round(self, x: f32) -> f32 {
+        match self {
+            KvDtype::F32 => x,
+            KvDtype::Bf16 => half::bf16::from_f32(x).to_f32(),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            KvDtype::F32 => "f32",
+            KvDtype::Bf16 => "bf16",
+        }
+    }
+}
+
+impl std::str::FromStr for KvDtype {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "f32" | "float32" | "fp32" => Ok(KvDtype::F32),
+            "bf16" | "bfloat16" => Ok(KvDtype::Bf16),
+            _ => Err(format!(
+                "unknown KV cache dtype {s:?} (expected f32 or bf16)"
+            )),
+        }
+    }
+}
+
 /// Parameters of a Gated DeltaNet layer that its fused op reads (projections are done by `project`).
 pub struct LinearParams<B: Backend + ?Sized> {
     pub spec: LinearSpec,
@@ -130,6 +177,8 @@ pub trait Backend: Send + Sync + 'static {
     fn kv_snapshot_bytes(&self, snap: &Self::KvSnapshot) -> usize;
     /// KV pages: rows per page, pool capacity, pages in use.
     fn kv_pages(&self) -> (usize, usize, usize);
+    /// How committed keys and values are stored.
+    fn kv_dtype(&self) -> KvDtype;
 
     /// Rows `ids` of `table` (dequantized to f32).
     fn embed(&self, table: &Self::Matrix, ids: &[u32]) -> Self::Act;
@@ -222,5 +271,29 @@ pub trait Backend: Send + Sync + 'static {
         asks.iter()
             .map(|&(row, inv_t, count)| row_top(&self.rows_to_host(logits, row, 1), inv_t, count))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod kv_dtype_tests {
+    use super::KvDtype;
+
+    #[test]
+    fn kv_dtypes_parse_by_name_and_bf16_keeps_eight_bits_rounding_to_nearest_even() {
+        assert_eq!("bf16".parse::<KvDtype>(), Ok(KvDtype::Bf16));
+        assert_eq!("f32".parse::<KvDtype>(), Ok(KvDtype::F32));
+        assert!("fp8"
+            .parse::<KvDtype>()
+            .unwrap_err()
+            .contains("f32 or bf16"));
+        assert_eq!((KvDtype::F32.bytes(), KvDtype::Bf16.bytes()), (4, 2));
+        // 1 + 2^-8 is halfway between 1 and the next bf16 (1 + 2^-7): ties go to the even one, 1.
+        let half_step = 1.0 + f32::powi(2.0, -8);
+        assert_eq!(KvDtype::Bf16.round(half_step), 1.0);
+        assert_eq!(
+            KvDtype::Bf16.round(half_step + f32::EPSILON),
+            1.0 + f32::powi(2.0, -7)
+        );
+        assert_eq!(KvDtype::F32.round(half_step), half_step);
     }
 }

@@ -10,6 +10,18 @@
 // [PAGE][kv_heads·head_dim] (a lane per dimension reads a value row together).
 #define PAGE 16
 
+// A page's element: f32, or bf16 bits (u16) under `--kv-cache-dtype bf16` (the `_kvbf16` kernels). kv_ld reads one
+// as f32. kv_of gives a round row's f32 value as a page of that type holds it: keys are rounded where attn_prep
+// makes them, values where they are read, so a key or value is the same number whether its row is committed or
+// still in its round, and every path (plain, drafted, chunked, resumed) sees the same keys.
+__device__ __forceinline__ float kv_ld(const float* p) { return *p; }
+__device__ __forceinline__ float kv_ld(const u16* p) { return bf16_to_f32(*p); }
+template <typename KV>
+__device__ __forceinline__ float kv_of(float x) {
+    if constexpr (sizeof(KV) == 2) return bf16_to_f32(f32_to_bf16_rn(x));
+    return x;
+}
+
 // In-place RMSNorm (weights `nw`) then NeoX RoPE on the first `rd` dims of one head vector in shared memory.
 __device__ __forceinline__ void norm_rope_warp(float* v, const float* __restrict__ nw, int hd, int rd, int pos,
                                                double theta, float eps) {
@@ -34,13 +46,15 @@ __device__ __forceinline__ void norm_rope_warp(float* v, const float* __restrict
 }
 
 // Normed, rotated keys and queries of the round, one warp per (row, head): blocks x < kvh take key head x of
-// k [R, kvh·hd] into kout, by dimension ([kvh·hd][R], R = gridDim.y, as in the pages); the others query head
+// k [R, kvh·hd] into kout, by dimension ([kvh·hd][R], R = gridDim.y, as in the pages; rounded to bf16 when
+// kv_bf16 != 0, as the pages will hold them); the others query head
 // x − kvh of qg [R, heads·2·hd] (per head: query | gate) into qout [R, heads·hd], so the chunk blocks of a row
 // share one rotated query.
 extern "C" __global__ void __launch_bounds__(AW * 32)
     attn_prep(const float* __restrict__ k, float* __restrict__ kout, const float* __restrict__ kn,
               const float* __restrict__ qg, float* __restrict__ qout, const float* __restrict__ qn,
-              const int* __restrict__ meta, int kvh, int heads, int hd, int rd, double theta, float eps) {
+              const int* __restrict__ meta, int kvh, int heads, int hd, int rd, double theta, float eps,
+              int kv_bf16) {
     kernel_entry();
     __shared__ __align__(16) float ks[AW][HDMAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -53,7 +67,8 @@ extern "C" __global__ void __launch_bounds__(AW * 32)
     __syncwarp();
     norm_rope_warp(v, key ? kn : qn, hd, rd, meta[5 * i + 1], theta, eps);
     if (key) {
-        for (int d = lane; d < hd; d += 32) kout[((size_t)h * hd + d) * gridDim.y + i] = v[d];
+        for (int d = lane; d < hd; d += 32)
+            kout[((size_t)h * hd + d) * gridDim.y + i] = kv_bf16 ? kv_of<u16>(v[d]) : v[d];
     } else {
         float* dst = qout + ((size_t)i * heads + (h - kvh)) * hd;
         for (int d = lane; d < hd; d += 32) dst[d] = v[d];
@@ -108,7 +123,7 @@ __device__ __forceinline__ void score_step(const float4* const (&q)[G], int d, f
 // 8 steps of 4 dimensions, SASS of call 66; prefill of 16k tokens 13% faster). The chains are the same on both
 // paths, so the bits are (the backend-ops test compares rows whose keys are committed with the same rows whose keys
 // are all in the round).
-template <int G>
+template <int G, typename KV>
 __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0, int n, int clen,
                                             const u64* pages, const float* kround, const int* m, const int* paths,
                                             int rr, int off, int hd, float scale, float (&s)[G]) {
@@ -119,16 +134,17 @@ __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0,
     float a0[G], a1[G], a2[G], a3[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) a0[g] = a1[g] = a2[g] = a3[g] = 0.0f;
-    if (t0 + 32 <= clen) {
-        const float* kp = reinterpret_cast<const float*>(pages[t / PAGE]) + (size_t)off * PAGE + t % PAGE;
+    if (t0 + 32 <= clen || (sizeof(KV) == 2 && t < clen)) {
+        // (bf16 pages: also a committed key of a tile that holds round rows, which key_col cannot point at.)
+        const KV* kp = reinterpret_cast<const KV*>(pages[t / PAGE]) + (size_t)off * PAGE + t % PAGE;
 #pragma unroll 8
         for (int d = 0; d < hd / 4; ++d) {
-            const float* k4 = kp + d * 4 * PAGE;
+            const KV* k4 = kp + d * 4 * PAGE;
             float4 kv;
-            kv.x = k4[0];
-            kv.y = k4[PAGE];
-            kv.z = k4[2 * PAGE];
-            kv.w = k4[3 * PAGE];
+            kv.x = kv_ld(k4);
+            kv.y = kv_ld(k4 + PAGE);
+            kv.z = kv_ld(k4 + 2 * PAGE);
+            kv.w = kv_ld(k4 + 3 * PAGE);
             score_step<G>(q, d, kv, a0, a1, a2, a3);
         }
     } else {
@@ -153,7 +169,7 @@ __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0,
 // (p_u is lane u's p[g]). A whole tile of committed keys at the largest head_dim takes a path with no per-key or
 // per-dimension bounds (two pages, 16 keys each: 157 instructions per 4 keys of 3 heads against 451); the sums are
 // the same chains on both paths.
-template <int G>
+template <int G, typename KV>
 __device__ __forceinline__ void tile_values(const float (&p)[G], int t0, int cnt, int clen, const u64* pages,
                                             const float* vround, const int* m, const int* paths, int row, int off,
                                             int hd, float (&o)[G][HDMAX / 32]) {
@@ -165,16 +181,15 @@ __device__ __forceinline__ void tile_values(const float (&p)[G], int t0, int cnt
     if (cnt == 32 && t0 + 32 <= clen && hd == HDMAX) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const float* base =
-                reinterpret_cast<const float*>(pages[t0 / PAGE + half]) + (size_t)PAGE * row + off + lane;
+            const KV* base = reinterpret_cast<const KV*>(pages[t0 / PAGE + half]) + (size_t)PAGE * row + off + lane;
 #pragma unroll 1
             for (int u0 = 0; u0 < PAGE; u0 += 4) {
                 float vv[4][HDMAX / 32];
 #pragma unroll
                 for (int k = 0; k < 4; ++k) {
-                    const float* vp = base + (size_t)(u0 + k) * row;
+                    const KV* vp = base + (size_t)(u0 + k) * row;
 #pragma unroll
-                    for (int j = 0; j < HDMAX / 32; ++j) vv[k][j] = vp[32 * j];
+                    for (int j = 0; j < HDMAX / 32; ++j) vv[k][j] = kv_ld(vp + 32 * j);
                 }
 #pragma unroll
                 for (int g = 0; g < G; ++g)
@@ -194,11 +209,26 @@ __device__ __forceinline__ void tile_values(const float (&p)[G], int t0, int cnt
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             const int u = u0 + k;
-            const float* vp = u < cnt ? value_row(t0 + u, clen, pages, vround, m, paths, row, off) : nullptr;
+            if constexpr (sizeof(KV) == 2) {
+                // bf16 pages: a committed value by its page, a round row's rounded as the page will hold it.
+                const bool paged = u < cnt && t0 + u < clen;
+                const KV* pp = paged ? reinterpret_cast<const KV*>(pages[(t0 + u) / PAGE]) +
+                                           (size_t)(PAGE + (t0 + u) % PAGE) * row + off
+                                     : nullptr;
+                const float* vp =
+                    u < cnt && !paged ? value_row(t0 + u, clen, pages, vround, m, paths, row, off) : nullptr;
 #pragma unroll
-            for (int j = 0; j < HDMAX / 32; ++j) {
-                const int d = lane + 32 * j;
-                vv[k][j] = (vp != nullptr && d < hd) ? vp[d] : 0.0f;
+                for (int j = 0; j < HDMAX / 32; ++j) {
+                    const int d = lane + 32 * j;
+                    vv[k][j] = d >= hd ? 0.0f : pp != nullptr ? kv_ld(pp + d) : vp != nullptr ? kv_of<KV>(vp[d]) : 0.0f;
+                }
+            } else {
+                const float* vp = u < cnt ? value_row(t0 + u, clen, pages, vround, m, paths, row, off) : nullptr;
+#pragma unroll
+                for (int j = 0; j < HDMAX / 32; ++j) {
+                    const int d = lane + 32 * j;
+                    vv[k][j] = (vp != nullptr && d < hd) ? vp[d] : 0.0f;
+                }
             }
         }
 #pragma unroll
@@ -219,28 +249,28 @@ __device__ __forceinline__ void tile_values(const float (&p)[G], int t0, int cnt
 // arithmetic is that of G = 1 (the same products and sums in the same order), so the bits do not depend on G.
 // Returns per head the tile's max score and exp-sum (same in every lane); o[g][j] holds
 // Σ_k exp(s_k − max)·v_k[lane+32j].
-template <int G>
+template <int G, typename KV>
 __device__ __forceinline__ void attn_tile(const float4* const (&q)[G], int t0, int n, int clen, const u64* pages,
                                           const float* kround, const float* vround, const int* m, const int* paths,
                                           int row, int rr, int off, int hd, float scale, float (&tmax)[G],
                                           float (&tsum)[G], float (&o)[G][HDMAX / 32]) {
     const int t = t0 + (threadIdx.x & 31);
     float s[G], p[G];
-    tile_scores<G>(q, t0, n, clen, pages, kround, m, paths, rr, off, hd, scale, s);
+    tile_scores<G, KV>(q, t0, n, clen, pages, kround, m, paths, rr, off, hd, scale, s);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         tmax[g] = warp_max(s[g]);
         p[g] = t < n ? expf(s[g] - tmax[g]) : 0.0f;
         tsum[g] = warp_sum(p[g]);
     }
-    tile_values<G>(p, t0, min(32, n - t0), clen, pages, vround, m, paths, row, off, hd, o);
+    tile_values<G, KV>(p, t0, min(32, n - t0), clen, pages, vround, m, paths, row, off, hd, o);
 }
 
 // Partials of chunk blockIdx.z of rows row0 + blockIdx.y, query heads blockIdx.x·G … (G heads of one kv head): qr
 // [R, heads·hd] the rotated queries (attn_prep), qg [R, heads·2·hd] for the gates. A row with one chunk writes its
 // output [R, heads·hd] directly (attn_merge's arithmetic for one chunk); otherwise the chunk's (max, sum, value
 // sums) go to part[((i − row0)·heads + h)·nch + c]·(hd + 2).
-template <int G>
+template <int G, typename KV>
 __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, const float* __restrict__ qg,
                                                  const float* __restrict__ kround, const float* __restrict__ vround,
                                                  float* __restrict__ out, float* __restrict__ part,
@@ -268,7 +298,7 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
     for (int g = 0; g < G; ++g) qp[g] = reinterpret_cast<const float4*>(q[g]);
     for (int tt = warp; tt < tiles; tt += AWARPS) {
         float o[G][HDMAX / 32], mx[G], sm[G];
-        attn_tile<G>(qp, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, rr, off, hd, scale, mx, sm,
+        attn_tile<G, KV>(qp, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, rr, off, hd, scale, mx, sm,
                      o);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -320,18 +350,21 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
 #ifndef TF_ATTN_BLOCKS
 #define TF_ATTN_BLOCKS 3
 #endif
-#define ATTN_CHUNK(G)                                                                                          \
-    extern "C" __global__ void __launch_bounds__(AWARPS * 32, TF_ATTN_BLOCKS) attn_chunk_g##G(                 \
+#define ATTN_CHUNK(G, KV, SUFFIX)                                                                              \
+    extern "C" __global__ void __launch_bounds__(AWARPS * 32, TF_ATTN_BLOCKS) attn_chunk_g##G##SUFFIX(         \
         const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,   \
         const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch,   \
         int rr) {                                                                                              \
         kernel_entry();                                                                                        \
-        attn_chunk_heads<G>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, hd, row0, nch, \
-                            rr);                                                                               \
+        attn_chunk_heads<G, KV>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, hd, row0,  \
+                                nch, rr);                                                                      \
     }
-ATTN_CHUNK(1)
-ATTN_CHUNK(2)
-ATTN_CHUNK(3)
+ATTN_CHUNK(1, float, )
+ATTN_CHUNK(2, float, )
+ATTN_CHUNK(3, float, )
+ATTN_CHUNK(1, u16, _kvbf16)
+ATTN_CHUNK(2, u16, _kvbf16)
+ATTN_CHUNK(3, u16, _kvbf16)
 
 // The chunks of rows row0 + blockIdx.y (head blockIdx.x) merged in chunk order against the row's max, times the
 // gate; rows of one chunk were written by attn_chunk.
@@ -361,21 +394,42 @@ extern "C" __global__ void attn_merge(const float* __restrict__ qg, const float*
 // the offs[4e + 1] rows listed at paths + offs[4e] (keys from its round's krounds[e] [row][rr], values from
 // vrounds[e] [rr][row], rr = offs[4e + 3]) at positions offs[4e + 2].. of the pages in its table tables[e]. A
 // decode round otherwise paid a launch a slot a layer.
-extern "C" __global__ void kv_keep(const u64* __restrict__ krounds, const u64* __restrict__ vrounds,
-                                   const u64* __restrict__ tables, const int* __restrict__ paths,
-                                   const int* __restrict__ offs, int row) {
-    kernel_entry();
+// kv_keep_kvbf16 stores bf16 pages: a key already rounded (attn_prep) is exact; a value is rounded as kv_of does.
+template <typename KV>
+__device__ __forceinline__ void kv_keep_rows(const u64* __restrict__ krounds, const u64* __restrict__ vrounds,
+                                             const u64* __restrict__ tables, const int* __restrict__ paths,
+                                             const int* __restrict__ offs, int row) {
     const int* o = offs + 4 * blockIdx.y;
     if ((int)blockIdx.x >= o[1]) return;
     const int t = o[2] + blockIdx.x, src = paths[o[0] + blockIdx.x], rr = o[3];
     const float* kround = reinterpret_cast<const float*>(krounds[blockIdx.y]);
     const float* vround = reinterpret_cast<const float*>(vrounds[blockIdx.y]);
     const u64* table = reinterpret_cast<const u64*>(tables[blockIdx.y]);
-    float* page = reinterpret_cast<float*>(table[t / PAGE]);
-    float* kd = page + t % PAGE;
-    float* vd = page + (size_t)(PAGE + t % PAGE) * row;
+    KV* page = reinterpret_cast<KV*>(table[t / PAGE]);
+    KV* kd = page + t % PAGE;
+    KV* vd = page + (size_t)(PAGE + t % PAGE) * row;
     for (int c = threadIdx.x; c < row; c += blockDim.x) {
-        kd[(size_t)c * PAGE] = kround[(size_t)c * rr + src];
-        vd[c] = vround[(size_t)src * row + c];
+        const float k = kround[(size_t)c * rr + src], v = vround[(size_t)src * row + c];
+        if constexpr (sizeof(KV) == 2) {
+            kd[(size_t)c * PAGE] = f32_to_bf16_rn(k);
+            vd[c] = f32_to_bf16_rn(v);
+        } else {
+            kd[(size_t)c * PAGE] = k;
+            vd[c] = v;
+        }
     }
+}
+
+extern "C" __global__ void kv_keep(const u64* __restrict__ krounds, const u64* __restrict__ vrounds,
+                                   const u64* __restrict__ tables, const int* __restrict__ paths,
+                                   const int* __restrict__ offs, int row) {
+    kernel_entry();
+    kv_keep_rows<float>(krounds, vrounds, tables, paths, offs, row);
+}
+
+extern "C" __global__ void kv_keep_kvbf16(const u64* __restrict__ krounds, const u64* __restrict__ vrounds,
+                                          const u64* __restrict__ tables, const int* __restrict__ paths,
+                                          const int* __restrict__ offs, int row) {
+    kernel_entry();
+    kv_keep_rows<u16>(krounds, vrounds, tables, paths, offs, row);
 }

@@ -49,12 +49,21 @@ __device__ __forceinline__ void block_value_load(const float* kv, int u, int dx,
 // the current tile's arithmetic, and stores them after it (the first version loaded and stored one element at a
 // time, so every load waited a whole memory latency: 5.4 s of attention in the 16k prefill against attn_chunk's
 // 4.1, call 73). Keys: thread (lane, warp) loads key t0 + lane at dimensions warp, warp + 8, …
-template <int HD>
+template <int HD, typename KV>
 __device__ __forceinline__ void block_keys_load(float (&kt)[HD / 8], int t0, int nmax, int clen, const u64* pages,
                                                 const float* kround, const int* m, const int* paths, int rr,
                                                 int off) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int t = t0 + lane;
+    if constexpr (sizeof(KV) == 2) {
+        // bf16 pages (attention.cu kv_ld): a committed key from its page; a round key (rounded by attn_prep) below.
+        if (t < nmax && t < clen) {
+            const KV* kp = reinterpret_cast<const KV*>(pages[t / PAGE]) + (size_t)off * PAGE + t % PAGE;
+#pragma unroll
+            for (int i = 0; i < HD / 8; ++i) kt[i] = kv_ld(kp + (size_t)(warp + 8 * i) * PAGE);
+            return;
+        }
+    }
     int stride = 0;
     const float* kp = t < nmax ? key_col(t, clen, pages, kround, m, paths, rr, off, stride) : nullptr;
 #pragma unroll
@@ -69,15 +78,32 @@ __device__ __forceinline__ void block_keys_store(const float (&kt)[HD / 8], floa
 }
 
 // Values [32][HD] as float4s: thread tid takes float4s tid, tid + BT, … of the tile.
-template <int HD>
+template <int HD, typename KV>
 __device__ __forceinline__ void block_values_load(float4 (&vt)[HD / 32], int t0, int nmax, int clen,
                                                   const u64* pages, const float* vround, const int* m,
                                                   const int* paths, int row, int off) {
 #pragma unroll
     for (int i = 0; i < HD / 32; ++i) {
         const int e = threadIdx.x + BT * i, u = e / (HD / 4), d4 = e % (HD / 4), t = t0 + u;
-        vt[i] = t < nmax ? reinterpret_cast<const float4*>(value_row(t, clen, pages, vround, m, paths, row, off))[d4]
-                         : float4{0.0f, 0.0f, 0.0f, 0.0f};
+        if constexpr (sizeof(KV) == 2) {
+            // bf16 pages: four values (8 bytes; row and off are multiples of 4) widened; a round row's rounded.
+            if (t < nmax && t < clen) {
+                const uint2 w = reinterpret_cast<const uint2*>(reinterpret_cast<const KV*>(pages[t / PAGE]) +
+                                                               (size_t)(PAGE + t % PAGE) * row + off)[d4];
+                vt[i] = float4{__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u),
+                               __uint_as_float(w.y << 16), __uint_as_float(w.y & 0xffff0000u)};
+            } else if (t < nmax) {
+                const float4 x =
+                    reinterpret_cast<const float4*>(value_row(t, clen, pages, vround, m, paths, row, off))[d4];
+                vt[i] = float4{kv_of<KV>(x.x), kv_of<KV>(x.y), kv_of<KV>(x.z), kv_of<KV>(x.w)};
+            } else {
+                vt[i] = float4{0.0f, 0.0f, 0.0f, 0.0f};
+            }
+        } else {
+            vt[i] = t < nmax
+                        ? reinterpret_cast<const float4*>(value_row(t, clen, pages, vround, m, paths, row, off))[d4]
+                        : float4{0.0f, 0.0f, 0.0f, 0.0f};
+        }
     }
 }
 
@@ -87,7 +113,7 @@ __device__ __forceinline__ void block_values_store(const float4 (&vt)[HD / 32], 
     for (int i = 0; i < HD / 32; ++i) reinterpret_cast<float4*>(kv)[threadIdx.x + BT * i] = vt[i];
 }
 
-template <int HD, int QT>
+template <int HD, int QT, typename KV>
 __device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, const float* __restrict__ qg,
                                                const float* __restrict__ kround, const float* __restrict__ vround,
                                                float* __restrict__ out, float* __restrict__ part,
@@ -145,12 +171,12 @@ __device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, con
     // Pass 1, per tile: scores → tile max, weights p = exp(s − max) and their sum (attn_tile's steps).
     const int kx = tid & 15, cy = tid >> 4;  // keys 2kx, 2kx + 1; columns cy + 16·q
     float kt[HD / 8];
-    block_keys_load<HD>(kt, first, nmax, clen, pages, kround, m, paths, rr, off);
+    block_keys_load<HD, KV>(kt, first, nmax, clen, pages, kround, m, paths, rr, off);
     for (int tt = 0; tt < T; ++tt) {
         const int t0 = first + 32 * tt;
         block_keys_store<HD>(kt, kv);
         __syncthreads();  // keys in (and, from the second tile on, the previous tile's statistics done)
-        if (tt + 1 < T) block_keys_load<HD>(kt, t0 + 32, nmax, clen, pages, kround, m, paths, rr, off);
+        if (tt + 1 < T) block_keys_load<HD, KV>(kt, t0 + 32, nmax, clen, pages, kround, m, paths, rr, off);
         float a[QT][2][4];
 #pragma unroll
         for (int q = 0; q < QT; ++q)
@@ -249,13 +275,13 @@ __device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, con
 #pragma unroll
             for (int e = 0; e < VEC; ++e) acc[q][v][e] = 0.0f;
     float4 vt[HD / 32];
-    block_values_load<HD>(vt, first, nmax, clen, pages, vround, m, paths, row, off);
+    block_values_load<HD, KV>(vt, first, nmax, clen, pages, vround, m, paths, row, off);
     for (int tt = 0; tt < T; ++tt) {
         const int t0 = first + 32 * tt;
         __syncthreads();  // the merge weights are in and the previous tile's values are read
         block_values_store<HD>(vt, kv);
         __syncthreads();
-        if (tt + 1 < T) block_values_load<HD>(vt, t0 + 32, nmax, clen, pages, vround, m, paths, row, off);
+        if (tt + 1 < T) block_values_load<HD, KV>(vt, t0 + 32, nmax, clen, pages, vround, m, paths, row, off);
         int cnt[QT];
 #pragma unroll
         for (int q = 0; q < QT; ++q) cnt[q] = min(32, max(0, ncol[cy + 16 * q] - t0));
@@ -338,16 +364,17 @@ __device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, con
 
 // attn_block_d{HD}_q{QT}: HD the head_dim, 16·QT columns a block. One block an SM at QT = 3 (136 KB of shared
 // memory at HD 256), two at QT = 2 (100 KB), so ptxas may give each thread up to 255 or 128 registers.
-#define ATTN_BLOCK(HD, QT)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(BT, QT == 2 ? 2 : 1) attn_block_d##HD##_q##QT(                \
+#define ATTN_BLOCK(HD, QT, KV, SUFFIX)                                                                           \
+    extern "C" __global__ void __launch_bounds__(BT, QT == 2 ? 2 : 1) attn_block_d##HD##_q##QT##SUFFIX(        \
         const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,    \
         const u64* tables, const int* meta, const int* paths, int heads, int kvh, int row0, int rows_end,       \
         int nch, int rr) {                                                                                       \
         kernel_entry();                                                                                          \
-        attn_block_run<HD, QT>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, row0,        \
-                               rows_end, nch, rr);                                                               \
+        attn_block_run<HD, QT, KV>(qr, qg, kround, vround, out, part, tables, meta, paths, heads, kvh, row0,    \
+                                   rows_end, nch, rr);                                                           \
     }
-#define ATTN_BLOCK_QT(HD) ATTN_BLOCK(HD, 2) ATTN_BLOCK(HD, 3)
+#define ATTN_BLOCK_QT(HD) \
+    ATTN_BLOCK(HD, 2, float, ) ATTN_BLOCK(HD, 3, float, ) ATTN_BLOCK(HD, 2, u16, _kvbf16) ATTN_BLOCK(HD, 3, u16, _kvbf16)
 ATTN_BLOCK_QT(32)
 ATTN_BLOCK_QT(64)
 ATTN_BLOCK_QT(128)

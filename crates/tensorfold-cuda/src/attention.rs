@@ -8,14 +8,24 @@ use crate::scratch::Buf;
 use cudarc::driver::CudaSlice;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use tensorfold_backend::{AttnParams, AttnSpec, RowRef};
+use tensorfold_backend::{AttnParams, AttnSpec, KvDtype, RowRef};
 
 /// Positions per page (PAGE in attention.cu).
 pub const PAGE_ROWS: usize = 16;
 
-/// f32 values of one KV page for attention rows of `row` floats: its keys by dimension, then its values.
-pub(crate) fn page_floats(row: usize) -> usize {
-    2 * PAGE_ROWS * row
+/// 32-bit words of one KV page for attention rows of `row` elements stored as `dtype`: its keys by dimension,
+/// then its values (bf16 pages hold two elements a word; `row` is even, head_dim being a multiple of 4).
+pub(crate) fn page_words(row: usize, dtype: KvDtype) -> usize {
+    2 * PAGE_ROWS * row * dtype.bytes() / 4
+}
+
+/// The name of a kernel that reads or writes KV pages, for pages of `dtype` (attention.cu: `_kvbf16` kernels
+/// take bf16 pages).
+fn kv_kernel(name: &str, dtype: KvDtype) -> String {
+    match dtype {
+        KvDtype::F32 => name.to_string(),
+        KvDtype::Bf16 => format!("{name}_kvbf16"),
+    }
 }
 
 /// Largest head_dim the kernels hold (HDMAX); heads per block of attn_prep (AW).
@@ -111,8 +121,9 @@ fn block_kernel(dev: &Dev, meta: &[i32], heads: usize, kvh: usize, hd: usize) ->
     .then_some(qt)
 }
 
-/// Pages of `2 · PAGE_ROWS · row` f32 (keys by dimension, then values by position), at most `capacity` taken at
-/// once. The capacity may be set once the weights are on the device and the free memory is known (serve).
+/// Pages of `page_words` 32-bit words (keys by dimension, then values by position, f32 or bf16), at most
+/// `capacity` taken at once. The capacity may be set once the weights are on the device and the free memory is
+/// known (serve).
 pub struct KvPool {
     capacity: AtomicUsize,
     inner: Mutex<(usize, Vec<CudaSlice<f32>>)>,
@@ -181,6 +192,7 @@ pub struct CudaKv {
     table_cap: usize,
     len: usize,
     row: usize,
+    dtype: KvDtype,
     pending: Option<(Arc<KvRound>, Vec<usize>)>,
 }
 
@@ -196,7 +208,7 @@ impl Drop for CudaKv {
 }
 
 impl CudaKv {
-    pub(crate) fn new(dev: Arc<Dev>, pool: Arc<KvPool>, spec: &AttnSpec) -> Self {
+    pub(crate) fn new(dev: Arc<Dev>, pool: Arc<KvPool>, spec: &AttnSpec, dtype: KvDtype) -> Self {
         CudaKv {
             dev,
             pool,
@@ -205,6 +217,7 @@ impl CudaKv {
             table_cap: 0,
             len: 0,
             row: spec.kv_heads * spec.head_dim,
+            dtype,
             pending: None,
         }
     }
@@ -214,8 +227,8 @@ impl CudaKv {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    fn page_floats(&self) -> usize {
-        page_floats(self.row)
+    fn page_words(&self) -> usize {
+        page_words(self.row, self.dtype)
     }
     fn table_ptr(&self) -> u64 {
         self.table.as_ref().map_or(0, |t| self.dev.ptr(t))
@@ -227,7 +240,7 @@ impl CudaKv {
         while self.pages.len() * PAGE_ROWS < rows {
             let page = self
                 .pool
-                .take(&self.dev, self.page_floats())
+                .take(&self.dev, self.page_words())
                 .ok_or_else(|| {
                     format!(
                         "KV page pool exhausted ({} pages in use)",
@@ -278,7 +291,7 @@ impl CudaKv {
         let (mut paths, mut offs) = (Vec::new(), Vec::new());
         // The rounds stay alive until the launch is queued.
         let mut rounds: Vec<Arc<KvRound>> = Vec::new();
-        let (mut row, mut longest) = (0, 0);
+        let (mut row, mut longest, mut dtype) = (0, 0, KvDtype::F32);
         for (st, path) in items.iter_mut() {
             let pending = st.pending.take();
             if path.is_empty() {
@@ -292,6 +305,7 @@ impl CudaKv {
                 "kv_keep: states of one row width"
             );
             row = st.row;
+            dtype = st.dtype;
             longest = longest.max(path.len());
             keys.push(dev.ptr(&round.k));
             values.push(dev.ptr(&*round.v));
@@ -317,7 +331,7 @@ impl CudaKv {
         let base = dev.staged_ptr(&ptrs);
         let (paths, offs) = (dev.stage_i32s(&paths), dev.stage_i32s(&offs));
         dev.launch(
-            "kv_keep",
+            &kv_kernel("kv_keep", dtype),
             (longest as u32, n as u32, 1),
             256,
             &[
@@ -362,6 +376,12 @@ pub(crate) fn gated_attention(
     for st in states.iter_mut() {
         st.pending = None;
     }
+    // Every state of a backend has its dtype; a call without states reads no pages.
+    let dtype = states.first().map_or(KvDtype::F32, |st| st.dtype);
+    assert!(
+        states.iter().all(|st| st.dtype == dtype),
+        "attention: KV states of one dtype"
+    );
     let r = rows.len();
     let out = new_act(dev, r, heads * hd);
     if r == 0 {
@@ -392,6 +412,7 @@ pub(crate) fn gated_attention(
             Arg::I(s.rotary_dim as i32),
             Arg::D(theta),
             Arg::F(p.eps),
+            Arg::I((dtype == KvDtype::Bf16) as i32),
         ],
     );
     let tables: Vec<u64> = states.iter().map(|st| st.table_ptr()).collect();
@@ -427,7 +448,7 @@ pub(crate) fn gated_attention(
         let rows_here = slice.min(r - row0) as u32;
         if let Some(qt) = block_qt {
             dev.launch_smem(
-                &format!("attn_block_d{hd}_q{qt}"),
+                &kv_kernel(&format!("attn_block_d{hd}_q{qt}"), dtype),
                 None,
                 (
                     kvh as u32,
@@ -456,7 +477,7 @@ pub(crate) fn gated_attention(
             );
         } else {
             dev.launch(
-                &format!("attn_chunk_g{group}"),
+                &kv_kernel(&format!("attn_chunk_g{group}"), dtype),
                 ((heads / group) as u32, rows_here, nch as u32),
                 (CHUNK_WARPS * 32) as u32,
                 &[

@@ -1,17 +1,20 @@
 //! Prompt-cache snapshots of a slot's KV pages on the device: one `copy_pages` launch a layer through the slot's
 //! page table, to a buffer in page layout and back.
 
-use super::{page_floats, CudaKv, PAGE_ROWS};
+use super::{page_words, CudaKv, PAGE_ROWS};
 use crate::device::{Arg, Dev};
 use cudarc::driver::CudaSlice;
 use std::sync::Arc;
+use tensorfold_backend::KvDtype;
 
 /// One attention layer's committed keys and values for one slot, copied on the device in page layout.
 pub struct CudaKvSnapshot {
     dev: Arc<Dev>,
+    /// Whole pages as 32-bit words (f32 elements, or two bf16 a word).
     data: CudaSlice<f32>,
     len: usize,
     row: usize,
+    dtype: KvDtype,
 }
 
 impl Drop for CudaKvSnapshot {
@@ -24,10 +27,22 @@ impl Drop for CudaKvSnapshot {
 impl CudaKvSnapshot {
     /// The rows' keys and values on the host, `[len, row]` each (the CPU backend's layout), for the checks.
     pub fn host(&self) -> (Vec<f32>, Vec<f32>) {
-        let pf = page_floats(self.row);
-        let all = self
-            .dev
-            .download(&self.data, self.len.div_ceil(PAGE_ROWS) * pf);
+        let words = self.dev.download(
+            &self.data,
+            self.len.div_ceil(PAGE_ROWS) * page_words(self.row, self.dtype),
+        );
+        // Page elements as f32: bf16 pages hold element 2i in the low half of word i.
+        let all: Vec<f32> = match self.dtype {
+            KvDtype::F32 => words,
+            KvDtype::Bf16 => words
+                .iter()
+                .flat_map(|w| {
+                    let b = w.to_bits();
+                    [f32::from_bits(b << 16), f32::from_bits(b & 0xffff_0000)]
+                })
+                .collect(),
+        };
+        let pf = 2 * PAGE_ROWS * self.row;
         let (mut k, mut v) = (
             Vec::with_capacity(self.len * self.row),
             Vec::with_capacity(self.len * self.row),
@@ -42,9 +57,9 @@ impl CudaKvSnapshot {
         (k, v)
     }
 
-    /// f32 values held (whole pages).
-    pub fn floats(&self) -> usize {
-        self.data.len()
+    /// Bytes held on the device (whole pages).
+    pub fn bytes(&self) -> usize {
+        4 * self.data.len()
     }
 }
 
@@ -54,13 +69,14 @@ impl CudaKv {
     /// copy a page still cost the engine thread about 9 ms a 1,024-token snapshot of the 27B shape (call 134).
     pub(crate) fn snapshot(&self) -> CudaKvSnapshot {
         let pages = self.len.div_ceil(PAGE_ROWS);
-        let data = self.dev.alloc::<f32>(pages * self.page_floats());
+        let data = self.dev.alloc::<f32>(pages * self.page_words());
         self.copy_pages(&data, pages, false);
         CudaKvSnapshot {
             dev: self.dev.clone(),
             data,
             len: self.len,
             row: self.row,
+            dtype: self.dtype,
         }
     }
 
@@ -72,12 +88,12 @@ impl CudaKv {
         Ok(())
     }
 
-    /// The first `pages` pages to `flat` (page p at p·page_floats), or from it when `restore`.
+    /// The first `pages` pages to `flat` (page p at p·page_words), or from it when `restore`.
     fn copy_pages(&self, flat: &CudaSlice<f32>, pages: usize, restore: bool) {
         if pages == 0 {
             return;
         }
-        let words = self.page_floats();
+        let words = self.page_words();
         assert!(pages <= self.pages.len() && flat.len() >= pages * words);
         self.dev.launch(
             "copy_pages",

@@ -86,7 +86,12 @@ pub fn kernel_names() -> Vec<String> {
     for hd in crate::attention::BLOCK_HEAD_DIMS {
         for qt in [2, 3] {
             v.push(format!("attn_block_d{hd}_q{qt}"));
+            v.push(format!("attn_block_d{hd}_q{qt}_kvbf16"));
         }
+    }
+    // The attention kernels for bf16 KV pages (--kv-cache-dtype bf16).
+    for name in ["attn_chunk_g1", "attn_chunk_g2", "attn_chunk_g3", "kv_keep"] {
+        v.push(format!("{name}_kvbf16"));
     }
     v
 }

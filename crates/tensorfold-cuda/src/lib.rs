@@ -17,7 +17,9 @@ pub mod selftest;
 mod stage;
 
 use std::sync::Arc;
-use tensorfold_backend::{AttnParams, AttnSpec, Backend, LinearParams, LinearSpec, RowRef};
+use tensorfold_backend::{
+    AttnParams, AttnSpec, Backend, KvDtype, LinearParams, LinearSpec, RowRef,
+};
 use tensorfold_core::sampling::{LogitEdit, RowDraw, RowTop};
 use tensorfold_core::{CoreError, Result, StoredMatrix};
 
@@ -43,6 +45,7 @@ impl std::error::Error for CudaUnavailable {}
 pub struct CudaBackend {
     pub(crate) dev: Arc<device::Dev>,
     pool: Arc<KvPool>,
+    kv_dtype: KvDtype,
 }
 
 impl CudaBackend {
@@ -60,7 +63,14 @@ impl CudaBackend {
         Ok(CudaBackend {
             dev: Arc::new(dev),
             pool: KvPool::new(pages),
+            kv_dtype: KvDtype::F32,
         })
+    }
+
+    /// This backend with its KV pages stored as `dtype` (`--kv-cache-dtype`); set before any state is made.
+    pub fn with_kv_dtype(mut self, dtype: KvDtype) -> Self {
+        self.kv_dtype = dtype;
+        self
     }
 
     /// Device, driver and kernel provenance, for logs.
@@ -108,9 +118,10 @@ impl CudaBackend {
         self.pool.cached()
     }
 
-    /// Bytes of one KV page for attention rows of `row` floats (kv heads × head dim): keys and values in f32.
-    pub fn kv_page_bytes(row: usize) -> usize {
-        attention::page_floats(row) * std::mem::size_of::<f32>()
+    /// Bytes of one KV page for attention rows of `row` elements (kv heads × head dim): its keys and values, as
+    /// this backend stores them.
+    pub fn kv_page_bytes(&self, row: usize) -> usize {
+        4 * attention::page_words(row, self.kv_dtype)
     }
 
     /// With TENSORFOLD_CUDA_PROFILE=1: forgets the launches recorded so far.
@@ -205,7 +216,7 @@ impl Backend for CudaBackend {
         CudaLinear::new(self.dev.clone(), spec)
     }
     fn new_kv_state(&self, spec: &AttnSpec) -> CudaKv {
-        CudaKv::new(self.dev.clone(), self.pool.clone(), spec)
+        CudaKv::new(self.dev.clone(), self.pool.clone(), spec, self.kv_dtype)
     }
     fn kv_len(&self, kv: &CudaKv) -> usize {
         kv.len()
@@ -236,7 +247,7 @@ impl Backend for CudaBackend {
         st.snapshot()
     }
     fn restore_kv(&self, spec: &AttnSpec, snap: &CudaKvSnapshot) -> Result<CudaKv> {
-        let mut kv = CudaKv::new(self.dev.clone(), self.pool.clone(), spec);
+        let mut kv = CudaKv::new(self.dev.clone(), self.pool.clone(), spec, self.kv_dtype);
         kv.restore(snap).map_err(CoreError::Resource)?;
         Ok(kv)
     }
@@ -244,10 +255,13 @@ impl Backend for CudaBackend {
         4 * snap.floats()
     }
     fn kv_snapshot_bytes(&self, snap: &CudaKvSnapshot) -> usize {
-        4 * snap.floats()
+        snap.bytes()
     }
     fn kv_pages(&self) -> (usize, usize, usize) {
         (PAGE_ROWS, self.pool.capacity(), self.pool.in_use())
+    }
+    fn kv_dtype(&self) -> KvDtype {
+        self.kv_dtype
     }
 
     fn embed(&self, table: &CudaMatrix, ids: &[u32]) -> CudaAct {

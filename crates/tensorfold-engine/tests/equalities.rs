@@ -86,6 +86,22 @@ fn every_equality_holds_on_the_bf16_wrapper_fixture() {
 }
 
 #[test]
+fn every_equality_holds_with_a_bf16_kv_cache() {
+    // The fixture with an MTP head, so the head's attention layer stores bf16 keys too.
+    let name = "tiny-wrapper-bf16";
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name);
+    let load = move || {
+        Qwen35::load(
+            &Checkpoint::open(&dir, |_, _| {})?,
+            CpuBackend::default().with_kv_dtype(tensorfold_backend::KvDtype::Bf16),
+        )
+    };
+    assert_suite_passes_with(name, &load);
+}
+
+#[test]
 fn every_equality_holds_on_the_mixed_width_mlx_fixture() {
     assert_suite_passes("tiny-mlx-mixed");
 }

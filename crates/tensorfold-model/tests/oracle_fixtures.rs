@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use tensorfold_backend::cpu::CpuBackend;
-use tensorfold_backend::RowRef;
+use tensorfold_backend::{KvDtype, RowRef};
 use tensorfold_core::sampling::argmax;
 use tensorfold_core::Checkpoint;
 use tensorfold_model::Qwen35;
@@ -57,9 +57,9 @@ struct Outcome {
     comparable: usize,
 }
 
-fn check_fixture(dir: &Path) -> Outcome {
+fn check_fixture(dir: &Path, kv: KvDtype) -> Outcome {
     let ck = Checkpoint::open(dir, |_, _| {}).expect("fixture opens");
-    let model = Qwen35::load(&ck, CpuBackend::default()).expect("fixture binds");
+    let model = Qwen35::load(&ck, CpuBackend::default().with_kv_dtype(kv)).expect("fixture binds");
     let r = read_reference(dir);
     let vocab = model.config.vocab_size;
     let mut slot = model.new_slot();
@@ -107,8 +107,8 @@ fn check_fixture(dir: &Path) -> Outcome {
     }
 }
 
-#[test]
-fn every_fixture_matches_its_float64_reference() {
+/// Every committed fixture and model with a float64 reference.
+fn reference_dirs() -> Vec<PathBuf> {
     let root = fixtures_dir().join("..");
     let mut dirs: Vec<PathBuf> = ["fixtures", "models"]
         .iter()
@@ -122,11 +122,17 @@ fn every_fixture_matches_its_float64_reference() {
         dirs.len() >= 3,
         "expected the committed fixtures, found {dirs:?}"
     );
+    dirs
+}
+
+#[test]
+fn every_fixture_matches_its_float64_reference() {
+    let dirs = reference_dirs();
     println!("| fixture | max abs logit diff | greedy tokens equal | before first near-tie |");
     println!("|---|---|---|---|");
     let mut failures = Vec::new();
     for dir in &dirs {
-        let o = check_fixture(dir);
+        let o = check_fixture(dir, KvDtype::F32);
         let name = format!(
             "{}/{}",
             dir.parent().unwrap().file_name().unwrap().to_string_lossy(),
@@ -146,6 +152,42 @@ fn every_fixture_matches_its_float64_reference() {
             failures.push(format!(
                 "{name}: greedy diverged at token {} of {}",
                 o.equal_greedy, o.comparable
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Largest logit distance from float64 allowed with bf16 keys and values: the price `--kv-cache-dtype bf16` asks
+/// for (README), bounded so that a wrong rounding (a lost exponent bit, a truncated mantissa) cannot pass.
+const BF16_KV_LOGIT_BUDGET: f64 = 0.25;
+
+#[test]
+fn with_a_bf16_kv_cache_every_fixture_keeps_its_greedy_tokens_and_stays_near_float64() {
+    let mut failures = Vec::new();
+    for dir in &reference_dirs() {
+        let (f32_kv, bf16_kv) = (
+            check_fixture(dir, KvDtype::F32),
+            check_fixture(dir, KvDtype::Bf16),
+        );
+        println!(
+            "{}: max |logit - float64| {:.2e} (f32 KV {:.2e}); greedy equal {} of {}",
+            dir.display(),
+            bf16_kv.max_diff,
+            f32_kv.max_diff,
+            bf16_kv.equal_greedy,
+            bf16_kv.comparable
+        );
+        // The rounding must happen (the logits move) and stay within the budget, and the tokens stay.
+        if bf16_kv.max_diff == f32_kv.max_diff || bf16_kv.max_diff > BF16_KV_LOGIT_BUDGET {
+            failures.push(format!("{}: {:.3e}", dir.display(), bf16_kv.max_diff));
+        }
+        if bf16_kv.equal_greedy < bf16_kv.comparable {
+            failures.push(format!(
+                "{}: greedy diverged at token {} of {}",
+                dir.display(),
+                bf16_kv.equal_greedy,
+                bf16_kv.comparable
             ));
         }
     }

@@ -122,3 +122,31 @@ fn rows_that_skip_a_position_are_refused() {
     assert!(err.is_err());
     assert_eq!(slot.len, 0, "a refused round leaves the slot untouched");
 }
+
+#[test]
+fn with_a_bf16_kv_cache_chunked_prefill_still_gives_the_bits_of_whole_prefill() {
+    // The keys and values are rounded where they are made, so a row whose keys are committed (an earlier chunk)
+    // and one whose keys are still in its round (the same chunk) see the same numbers.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tiny-wrapper-bf16");
+    let ck = Checkpoint::open(&dir, |_, _| {}).expect("fixture opens");
+    let bf16 = Qwen35::load(
+        &ck,
+        CpuBackend::default().with_kv_dtype(tensorfold_backend::KvDtype::Bf16),
+    )
+    .expect("fixture binds");
+    let ids = prompt(23, 3);
+    let whole = prefill(&bf16, &ids, ids.len());
+    for chunk in [1, 4, 16] {
+        let chunked = prefill(&bf16, &ids, chunk);
+        assert!(
+            whole
+                .iter()
+                .zip(&chunked)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "chunk {chunk} differs from whole prefill with a bf16 KV cache"
+        );
+    }
+    // And the option really rounds: the logits differ from the f32 cache's.
+    let f32_whole = prefill(&model("tiny-wrapper-bf16"), &ids, ids.len());
+    assert!(whole.iter().zip(&f32_whole).any(|(a, b)| a != b));
+}

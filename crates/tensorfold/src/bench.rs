@@ -58,6 +58,10 @@ pub struct BenchArgs {
     /// Where to run: the CPU, or the GPU sweep (copy bandwidth, decode vs bound, rounds, streams, prefill).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: crate::check::Device,
+    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (half the memory
+    /// and half the bytes attention reads; every equality still holds; see README).
+    #[arg(long, default_value = "f32")]
+    pub kv_cache_dtype: tensorfold_backend::KvDtype,
     /// Prompt lengths of the prefill measurement (with --device cuda).
     #[arg(long, value_delimiter = ',', default_value = "2048")]
     pub prefill_lens: Vec<usize>,
@@ -97,24 +101,20 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     if args.device == crate::check::Device::Cuda {
         #[cfg(feature = "cuda")]
         if args.drafts {
-            let model = crate::cuda::load(&crate::run::open_checkpoint(&dir)?)?;
+            let model =
+                crate::cuda::load(&crate::run::open_checkpoint(&dir)?, args.kv_cache_dtype)?;
             return drafts(model, &dir, &args);
         }
         #[cfg(feature = "cuda")]
-        return crate::cuda::bench(
-            &dir,
-            args.decode_tokens,
-            &args.prefill_lens,
-            args.prefill_chunk.max(1),
-            args.repeat,
-            args.quick,
-            &args.round_rows,
-        );
+        return crate::cuda::bench(&dir, &args);
         #[cfg(not(feature = "cuda"))]
         anyhow::bail!("--device cuda: this binary was built without CUDA (cargo build --release --features cuda)");
     }
     let ck = crate::run::open_checkpoint(&dir)?;
-    let model = Qwen35::load(&ck, CpuBackend::default())?;
+    let model = Qwen35::load(
+        &ck,
+        CpuBackend::default().with_kv_dtype(args.kv_cache_dtype),
+    )?;
     if args.drafts {
         return drafts(model, &dir, &args);
     }

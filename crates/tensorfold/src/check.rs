@@ -5,6 +5,7 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use tensorfold_backend::cpu::CpuBackend;
+use tensorfold_backend::KvDtype;
 use tensorfold_core::Checkpoint;
 use tensorfold_engine::check::{equality_suite, CaseResult};
 use tensorfold_model::Qwen35;
@@ -33,6 +34,10 @@ pub struct CheckArgs {
     /// with `TENSORFOLD_CUDA_OPS` naming the groups.
     #[arg(long)]
     pub ops_only: bool,
+    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (half the memory
+    /// and half the bytes attention reads; every equality still holds; see README).
+    #[arg(long, default_value = "f32")]
+    pub kv_cache_dtype: KvDtype,
 }
 
 pub fn check(args: CheckArgs) -> Result<()> {
@@ -40,11 +45,23 @@ pub fn check(args: CheckArgs) -> Result<()> {
     let dir = args.model.clone().unwrap_or_else(crate::default_model_dir);
     if args.device == Device::Cuda {
         #[cfg(feature = "cuda")]
-        return crate::cuda::check(&dir, args.quick, args.ops, args.ops_only);
+        return crate::cuda::check(
+            &dir,
+            args.quick,
+            args.ops,
+            args.ops_only,
+            args.kv_cache_dtype,
+        );
         #[cfg(not(feature = "cuda"))]
         bail!("--device cuda: this binary was built without CUDA (cargo build --release --features cuda)");
     }
-    let load = || Qwen35::load(&Checkpoint::open(&dir, |_, _| {})?, CpuBackend::default());
+    let kv = args.kv_cache_dtype;
+    let load = || {
+        Qwen35::load(
+            &Checkpoint::open(&dir, |_, _| {})?,
+            CpuBackend::default().with_kv_dtype(kv),
+        )
+    };
     let results = equality_suite(&load, args.quick)?;
     let failed = print_receipt(&results, &dir, "cpu");
     if failed > 0 {

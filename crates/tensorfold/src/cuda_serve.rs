@@ -19,6 +19,8 @@ pub struct ServeMemory {
     /// The prompt cache's device memory (None: a tenth of what is left for the KV cache).
     pub prompt_cache_bytes: Option<usize>,
     pub context: usize,
+    /// How the KV cache stores keys and values (`--kv-cache-dtype`): bf16 pages hold twice the tokens.
+    pub kv_dtype: tensorfold_backend::KvDtype,
 }
 
 /// The prompt cache's share of the memory left for the KV cache when `--prompt-cache-gib` is not given.
@@ -43,7 +45,7 @@ fn slot_state_bytes(c: &ModelConfig) -> usize {
 /// took, as serving would), then limits the KV cache to what `mem` leaves of the free memory. Returns the model
 /// and the prompt cache's budget in bytes.
 pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<(Qwen35<CudaBackend>, usize)> {
-    let m = crate::cuda::load(ck)?;
+    let m = crate::cuda::load(ck, mem.kv_dtype)?;
     // No round takes more prompt rows than the context holds.
     let rows = mem.prefill_chunk.clamp(1, mem.context.max(1));
     // A device error inside an op panics (the Backend ops have no error channel): here, before serving, it becomes
@@ -65,7 +67,7 @@ pub fn load(ck: &Checkpoint, mem: &ServeMemory) -> Result<(Qwen35<CudaBackend>, 
     }
     let (free, total) = m.backend.memory().map_err(anyhow::Error::msg)?;
     let c = &ck.config;
-    let page = CudaBackend::kv_page_bytes(c.num_key_value_heads * c.head_dim);
+    let page = m.backend.kv_page_bytes(c.num_key_value_heads * c.head_dim);
     let layers = m.attention_layers() + usize::from(m.mtp.is_some());
     let states = mem.parallel * slot_state_bytes(c);
     let used = total.saturating_sub(free);

@@ -67,6 +67,10 @@ pub struct RunArgs {
     /// Where to run the model (cuda needs a binary built with `--features cuda` and an NVIDIA GPU).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: crate::check::Device,
+    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (half the memory
+    /// and half the bytes attention reads; every equality still holds; see README).
+    #[arg(long, default_value = "f32")]
+    pub kv_cache_dtype: tensorfold_backend::KvDtype,
 }
 
 pub fn init_threads(threads: Option<usize>) {
@@ -126,12 +130,12 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     match args.device {
         crate::check::Device::Cpu => {
-            let model = Qwen35::load(&ck, CpuBackend::default())?;
+            let model = Qwen35::load(&ck, CpuBackend::default().with_kv_dtype(args.kv_cache_dtype))?;
             decode(&args, &ck, tokenizer, prompt, model)
         }
         #[cfg(feature = "cuda")]
         crate::check::Device::Cuda => {
-            let model = crate::cuda::load(&ck)?;
+            let model = crate::cuda::load(&ck, args.kv_cache_dtype)?;
             decode(&args, &ck, tokenizer, prompt, model)
         }
         #[cfg(not(feature = "cuda"))]

@@ -69,6 +69,10 @@ pub struct ServeArgs {
     /// With --device cuda: a KV cache of this many GiB instead of what --gpu-memory-utilization leaves.
     #[arg(long)]
     pub kv_cache_gib: Option<f64>,
+    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (half the memory
+    /// and half the bytes attention reads; every equality still holds; see README).
+    #[arg(long, default_value = "f32")]
+    pub kv_cache_dtype: tensorfold_backend::KvDtype,
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -125,7 +129,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     };
     let engine = match args.device {
         crate::check::Device::Cpu => {
-            tensorfold_engine::spawn(Qwen35::load(&ck, CpuBackend::default())?, config)
+            let be = CpuBackend::default().with_kv_dtype(args.kv_cache_dtype);
+            tensorfold_engine::spawn(Qwen35::load(&ck, be)?, config)
         }
         #[cfg(feature = "cuda")]
         crate::check::Device::Cuda => {
@@ -136,6 +141,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 prefill_chunk: config.prefill_chunk,
                 prompt_cache_bytes: args.prompt_cache_gib.map(gib_bytes),
                 context,
+                kv_dtype: args.kv_cache_dtype,
             };
             let (model, prompt_cache_bytes) = crate::cuda_serve::load(&ck, &memory)?;
             let config = EngineConfig {

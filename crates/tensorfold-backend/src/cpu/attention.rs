@@ -5,7 +5,7 @@
 use super::kernels::{axpy_f32, axpys_strided_f32, dot_f32, dots_strided_f32};
 use super::pages::{PagePool, PAGE_ROWS};
 use super::{inv_rms, sigmoid, CpuAct, CpuBackend};
-use crate::{AttnParams, AttnSpec, RowRef};
+use crate::{AttnParams, AttnSpec, KvDtype, RowRef};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -136,6 +136,7 @@ pub(super) fn gated_attention(
     v: &CpuAct,
     rows: &[RowRef],
     states: &mut [&mut CpuKv],
+    dtype: KvDtype,
 ) -> CpuAct {
     let s = p.spec;
     let hd = s.head_dim;
@@ -152,8 +153,11 @@ pub(super) fn gated_attention(
             norm_head(head, &p.k_norm, p.eps);
             rope(head, r.pos, s.rotary_dim, s.rope_theta);
         }
+        // Rounded where made, so the round's own rows and the committed ones are the same values on every path.
+        let value: Vec<f32> = v.row(i).iter().map(|&x| dtype.round(x)).collect();
+        key.iter_mut().for_each(|x| *x = dtype.round(*x));
         local[i] = kv.pending.len();
-        kv.pending.push((i, key, v.row(i).to_vec()));
+        kv.pending.push((i, key, value));
     }
     let scale = 1.0 / (hd as f32).sqrt();
     let states: Vec<&CpuKv> = states.iter().map(|s| &**s).collect();

@@ -44,6 +44,8 @@ pub struct CpuBackend {
     pool: std::sync::Arc<pages::PagePool>,
     /// Report `draws_on_device`, so the engine draws every logit row of a round at once as it does on a GPU.
     eager_draws: bool,
+    /// Keys and values are rounded to this dtype where they are made (the pages stay f32 on the CPU).
+    kv_dtype: crate::KvDtype,
 }
 
 impl Default for CpuBackend {
@@ -59,7 +61,15 @@ impl CpuBackend {
         CpuBackend {
             pool: pages::PagePool::new(pages),
             eager_draws: false,
+            kv_dtype: crate::KvDtype::F32,
         }
+    }
+
+    /// This backend with keys and values rounded to `dtype` as they are made (`--kv-cache-dtype`), as the CUDA
+    /// backend stores them.
+    pub fn with_kv_dtype(mut self, dtype: crate::KvDtype) -> Self {
+        self.kv_dtype = dtype;
+        self
     }
 
     /// This backend with `draws_on_device` true: the engine's GPU way of drawing (every logit row of a round in
@@ -152,6 +162,9 @@ impl Backend for CpuBackend {
     fn kv_pages(&self) -> (usize, usize, usize) {
         (pages::PAGE_ROWS, self.pool.capacity(), self.pool.in_use())
     }
+    fn kv_dtype(&self) -> crate::KvDtype {
+        self.kv_dtype
+    }
 
     fn embed(&self, table: &StoredMatrix, ids: &[u32]) -> CpuAct {
         let view = table.view();
@@ -239,7 +252,7 @@ impl Backend for CpuBackend {
         rows: &[RowRef],
         states: &mut [&mut CpuKv],
     ) -> CpuAct {
-        attention::gated_attention(p, qg, k, v, rows, states)
+        attention::gated_attention(p, qg, k, v, rows, states, self.kv_dtype)
     }
 
     fn to_host(&self, x: &CpuAct) -> Vec<f32> {
