@@ -3,20 +3,22 @@
 //! keys the plain path would), the sigmoid output gate; rows stay pending until `keep` pages them in.
 
 use super::kernels::{axpy_f32, axpys_strided_f32, dot_f32, dots_strided_f32};
-use super::pages::{PagePool, PAGE_ROWS};
+use super::pages::{Page, PagePool, PAGE_ROWS};
 use super::{inv_rms, sigmoid, CpuAct, CpuBackend};
 use crate::{AttnParams, AttnSpec, KvDtype, RowRef};
 use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Keys and values of one attention layer for one slot: committed rows in pool pages (keys then values within a
-/// page, `[PAGE_ROWS, kv_heads·head_dim]` each), plus the current round's pending rows.
+/// page, `[PAGE_ROWS, kv_heads·head_dim]` each, f32 or bf16), plus the current round's pending rows (already
+/// rounded to the pages' dtype, so a key is the same number pending or committed).
 #[derive(Debug)]
 pub struct CpuKv {
     pool: Arc<PagePool>,
-    pages: Vec<Box<[f32]>>,
+    pages: Vec<Page>,
     len: usize,
     row: usize,
+    dtype: KvDtype,
     /// (round row index, key, value) of rows computed this round and not yet kept.
     pending: Vec<(usize, Vec<f32>, Vec<f32>)>,
 }
@@ -30,12 +32,13 @@ impl Drop for CpuKv {
 }
 
 impl CpuKv {
-    pub fn new(spec: &AttnSpec, pool: Arc<PagePool>) -> Self {
+    pub fn new(spec: &AttnSpec, pool: Arc<PagePool>, dtype: KvDtype) -> Self {
         CpuKv {
             pool,
             pages: Vec::new(),
             len: 0,
             row: spec.kv_heads * spec.head_dim,
+            dtype,
             pending: Vec::new(),
         }
     }
@@ -45,31 +48,25 @@ impl CpuKv {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    fn key(&self, t: usize) -> &[f32] {
-        let off = (t % PAGE_ROWS) * self.row;
-        &self.pages[t / PAGE_ROWS][off..off + self.row]
-    }
-    fn value(&self, t: usize) -> &[f32] {
-        let off = (PAGE_ROWS + t % PAGE_ROWS) * self.row;
-        &self.pages[t / PAGE_ROWS][off..off + self.row]
-    }
-    /// Appends one committed row, taking a page from the pool when the last one is full.
+    /// Appends one committed row (rounded to the pages' dtype already), taking a page from the pool when the last
+    /// one is full.
     pub fn push(&mut self, key: &[f32], value: &[f32]) -> Result<(), String> {
         if self.len == self.pages.len() * PAGE_ROWS {
-            let page = self.pool.take(2 * PAGE_ROWS * self.row).ok_or_else(|| {
-                format!(
-                    "KV page pool exhausted ({} pages in use)",
-                    self.pool.capacity()
-                )
-            })?;
+            let page = self
+                .pool
+                .take(self.dtype, 2 * PAGE_ROWS * self.row)
+                .ok_or_else(|| {
+                    format!(
+                        "KV page pool exhausted ({} pages in use)",
+                        self.pool.capacity()
+                    )
+                })?;
             self.pages.push(page);
         }
         let t = self.len;
         let page = &mut self.pages[t / PAGE_ROWS];
-        let ko = (t % PAGE_ROWS) * self.row;
-        page[ko..ko + self.row].copy_from_slice(key);
-        let vo = (PAGE_ROWS + t % PAGE_ROWS) * self.row;
-        page[vo..vo + self.row].copy_from_slice(value);
+        page.write((t % PAGE_ROWS) * self.row, key);
+        page.write((PAGE_ROWS + t % PAGE_ROWS) * self.row, value);
         self.len += 1;
         Ok(())
     }
@@ -89,9 +86,15 @@ impl CpuKv {
     pub fn export(&self) -> (Vec<f32>, Vec<f32>) {
         let mut k = Vec::with_capacity(self.len * self.row);
         let mut v = Vec::with_capacity(self.len * self.row);
-        for t in 0..self.len {
-            k.extend_from_slice(self.key(t));
-            v.extend_from_slice(self.value(t));
+        for (pg, page) in self
+            .pages
+            .iter()
+            .enumerate()
+            .take(self.len.div_ceil(PAGE_ROWS))
+        {
+            let n = PAGE_ROWS.min(self.len - pg * PAGE_ROWS);
+            page.read(0, n, self.row, self.row, &mut k);
+            page.read(PAGE_ROWS * self.row, n, self.row, self.row, &mut v);
         }
         (k, v)
     }
@@ -243,12 +246,21 @@ fn attend(c: &Ctx<'_>, kv: &CpuKv, kvh: usize, queries: &[(usize, usize)]) -> Ve
     let width = kv.len + longest;
     let mut scores = vec![0f32; queries.len() * width];
     // Committed keys a page at a time, every query of the unit against each page (each score has the bits of
-    // one dot per key).
+    // one dot per key). bf16 pages are widened (exactly) into `wide` first, this head's n keys or values
+    // [n, hd]: the same dots and axpys on the same numbers, at half the bytes read from memory.
+    let mut wide = Vec::new();
     for (pg, page) in kv.pages.iter().take(kv.len.div_ceil(PAGE_ROWS)).enumerate() {
         let (t0, n) = (pg * PAGE_ROWS, PAGE_ROWS.min(kv.len - pg * PAGE_ROWS));
-        let keys = &page[head.start..];
+        let (keys, stride) = match page {
+            Page::F32(p) => (&p[head.start..], kv.row),
+            Page::Bf16(_) => {
+                wide.clear();
+                page.read(head.start, n, hd, kv.row, &mut wide);
+                (&wide[..], hd)
+            }
+        };
         for (qi, &q) in queries.iter().enumerate() {
-            dots_strided_f32(q_of(q), keys, kv.row, &mut scores[qi * width + t0..][..n]);
+            dots_strided_f32(q_of(q), keys, stride, &mut scores[qi * width + t0..][..n]);
         }
     }
     for (qi, &(i, h)) in queries.iter().enumerate() {
@@ -275,9 +287,16 @@ fn attend(c: &Ctx<'_>, kv: &CpuKv, kvh: usize, queries: &[(usize, usize)]) -> Ve
     let mut out = vec![0f32; queries.len() * hd];
     for (pg, page) in kv.pages.iter().take(kv.len.div_ceil(PAGE_ROWS)).enumerate() {
         let (t0, n) = (pg * PAGE_ROWS, PAGE_ROWS.min(kv.len - pg * PAGE_ROWS));
-        let values = &page[PAGE_ROWS * kv.row + head.start..];
+        let (values, stride) = match page {
+            Page::F32(p) => (&p[PAGE_ROWS * kv.row + head.start..], kv.row),
+            Page::Bf16(_) => {
+                wide.clear();
+                page.read(PAGE_ROWS * kv.row + head.start, n, hd, kv.row, &mut wide);
+                (&wide[..], hd)
+            }
+        };
         for (qi, o) in out.chunks_mut(hd).enumerate() {
-            axpys_strided_f32(&scores[qi * width + t0..][..n], values, kv.row, o);
+            axpys_strided_f32(&scores[qi * width + t0..][..n], values, stride, o);
         }
     }
     for (qi, (&(i, h), o)) in queries.iter().zip(out.chunks_mut(hd)).enumerate() {

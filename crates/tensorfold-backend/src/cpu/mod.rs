@@ -44,7 +44,7 @@ pub struct CpuBackend {
     pool: std::sync::Arc<pages::PagePool>,
     /// Report `draws_on_device`, so the engine draws every logit row of a round at once as it does on a GPU.
     eager_draws: bool,
-    /// Keys and values are rounded to this dtype where they are made (the pages stay f32 on the CPU).
+    /// How KV pages store keys and values; they are rounded to it where they are made.
     kv_dtype: crate::KvDtype,
 }
 
@@ -120,7 +120,7 @@ impl Backend for CpuBackend {
         CpuLinearState::new(spec)
     }
     fn new_kv_state(&self, spec: &AttnSpec) -> CpuKv {
-        CpuKv::new(spec, self.pool.clone())
+        CpuKv::new(spec, self.pool.clone(), self.kv_dtype)
     }
     fn kv_len(&self, kv: &CpuKv) -> usize {
         kv.len()
@@ -146,7 +146,7 @@ impl Backend for CpuBackend {
         st.export()
     }
     fn restore_kv(&self, spec: &AttnSpec, snap: &(Vec<f32>, Vec<f32>)) -> Result<CpuKv> {
-        let mut kv = CpuKv::new(spec, self.pool.clone());
+        let mut kv = CpuKv::new(spec, self.pool.clone(), self.kv_dtype);
         let row = spec.kv_heads * spec.head_dim;
         for (k, v) in snap.0.chunks(row).zip(snap.1.chunks(row)) {
             kv.push(k, v).map_err(CoreError::Resource)?;
