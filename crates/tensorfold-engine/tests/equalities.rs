@@ -9,11 +9,16 @@ use tensorfold_engine::check::{copy_requests, equality_suite, plain_reply, suite
 use tensorfold_model::Qwen35;
 
 fn loader(name: &'static str) -> impl Fn() -> Result<Qwen35<CpuBackend>> {
+    loader_on(name, CpuBackend::default())
+}
+
+/// The fixture on (a clone of) `backend`.
+fn loader_on(name: &'static str, backend: CpuBackend) -> impl Fn() -> Result<Qwen35<CpuBackend>> {
     move || {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../../fixtures")
             .join(name);
-        Qwen35::load(&Checkpoint::open(&dir, |_, _| {})?, CpuBackend::default())
+        Qwen35::load(&Checkpoint::open(&dir, |_, _| {})?, backend.clone())
     }
 }
 
@@ -89,16 +94,8 @@ fn every_equality_holds_on_the_bf16_wrapper_fixture() {
 fn every_equality_holds_with_a_bf16_kv_cache() {
     // The fixture with an MTP head, so the head's attention layer stores bf16 keys too.
     let name = "tiny-wrapper-bf16";
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(name);
-    let load = move || {
-        Qwen35::load(
-            &Checkpoint::open(&dir, |_, _| {})?,
-            CpuBackend::default().with_kv_dtype(tensorfold_backend::KvDtype::Bf16),
-        )
-    };
-    assert_suite_passes_with(name, &load);
+    let bf16 = CpuBackend::default().with_kv_dtype(tensorfold_backend::KvDtype::Bf16);
+    assert_suite_passes_with(name, &loader_on(name, bf16));
 }
 
 #[test]
@@ -129,15 +126,7 @@ fn drawing_every_row_at_once_as_a_gpu_does_changes_no_reply() {
     // GPU does: the suite's sampled, penalised and drafted replies must equal that backend's plain ones, and
     // those must equal the plain replies of the host, which draws from whole rows as the walk reaches them.
     let name = "tiny-mlx-4bit";
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(name);
-    let load = move || {
-        Qwen35::load(
-            &Checkpoint::open(&dir, |_, _| {})?,
-            CpuBackend::default().drawing_every_row(),
-        )
-    };
+    let load = loader_on(name, CpuBackend::default().drawing_every_row());
     assert_suite_passes_with(name, &load);
     let (device_way, host) = (load().unwrap(), loader(name)().unwrap());
     let vocab = host.config.vocab_size as u32;
