@@ -168,6 +168,13 @@ pub struct Stats {
     /// Snapshots the prompt cache holds now, and their bytes.
     pub prompt_cache_entries: usize,
     pub prompt_cache_bytes: usize,
+    /// KV pages (all attention layers together) that live streams hold, the pool's capacity (None: bounded by
+    /// memory alone, as on the CPU by default), the tokens that capacity holds across all streams, and how
+    /// keys and values are stored (`--kv-cache-dtype`).
+    pub kv_pages_used: usize,
+    pub kv_pages_capacity: Option<usize>,
+    pub kv_tokens_capacity: Option<usize>,
+    pub kv_dtype: &'static str,
     pub drafted_total: u64,
     pub accepted_total: u64,
     pub rounds_total: u64,

@@ -438,6 +438,14 @@ impl<B: Backend> Engine<B> {
         s.times = self.times.clone();
         s.prompt_cache_entries = self.cache.len();
         s.prompt_cache_bytes = self.cache.used();
+        let (_, capacity, used) = self.model.backend.kv_pages();
+        // A pool of usize::MAX / 2 pages (the CPU's default) is bounded by memory alone.
+        let bounded = capacity < usize::MAX / 4;
+        s.kv_pages_used = used;
+        s.kv_pages_capacity = bounded.then_some(capacity);
+        s.kv_tokens_capacity =
+            bounded.then(|| capacity / self.pages.attention_layers.max(1) * self.pages.page_rows);
+        s.kv_dtype = self.model.backend.kv_dtype().name();
     }
 
     /// Sends Done for finished or abandoned streams, keeps their final state in the cache, frees their pages.

@@ -78,6 +78,11 @@ fn dropping_the_receiver_cancels_the_stream_and_returns_its_pages() {
     for _ in 0..2 {
         assert!(matches!(rx.blocking_recv(), Some(Event::Token { .. })));
     }
+    // While it streams, /metrics' KV figures say what it holds out of what the pool allows.
+    let s = engine.stats();
+    assert!(s.kv_pages_used > 0 && s.kv_pages_used <= 64, "{s:?}");
+    assert_eq!(s.kv_pages_capacity, Some(64));
+    assert_eq!(s.kv_dtype, "f32");
     drop(rx);
     // The next request completes, and afterwards no page is held.
     let (tokens, _) = collect(engine.submit(request(5, 5)).unwrap()).unwrap();

@@ -199,6 +199,38 @@ impl Metrics {
             "Bytes the prompt cache's snapshots hold (device memory with --device cuda).",
             s.prompt_cache_bytes as u64,
         );
+        gauge(
+            &mut out,
+            "tensorfold_kv_cache_pages_used",
+            "KV cache pages (16 positions of one attention layer each) the live streams hold.",
+            s.kv_pages_used as u64,
+        );
+        if let (Some(pages), Some(tokens)) = (s.kv_pages_capacity, s.kv_tokens_capacity) {
+            gauge(
+                &mut out,
+                "tensorfold_kv_cache_pages_capacity",
+                "KV cache pages the server may hold at once.",
+                pages as u64,
+            );
+            gauge(
+                &mut out,
+                "tensorfold_kv_cache_tokens_capacity",
+                "Tokens the KV cache holds across all streams.",
+                tokens as u64,
+            );
+            let _ = writeln!(
+                out,
+                "# HELP tensorfold_kv_cache_usage_ratio Share of the KV cache's pages in use (vLLM's kv_cache_usage_perc).\n# TYPE tensorfold_kv_cache_usage_ratio gauge\ntensorfold_kv_cache_usage_ratio {:.6}",
+                s.kv_pages_used as f64 / pages.max(1) as f64
+            );
+        }
+        if !s.kv_dtype.is_empty() {
+            let _ = writeln!(
+                out,
+                "# HELP tensorfold_kv_cache_info How the KV cache stores keys and values (--kv-cache-dtype).\n# TYPE tensorfold_kv_cache_info gauge\ntensorfold_kv_cache_info{{dtype=\"{}\"}} 1",
+                s.kv_dtype
+            );
+        }
         counter(
             &mut out,
             "tensorfold_draft_tokens_total",
@@ -276,5 +308,28 @@ mod tests {
         );
         assert!(text.contains("tensorfold_engine_thread_seconds_total{phase=\"wait\"} 0.000250"));
         assert!(text.contains("tensorfold_engine_thread_seconds_total{phase=\"forward\"} 0.000000"));
+    }
+
+    #[test]
+    fn the_kv_cache_renders_its_use_capacity_and_dtype_and_no_capacity_when_unbounded() {
+        let s = Stats {
+            kv_pages_used: 30,
+            kv_pages_capacity: Some(120),
+            kv_tokens_capacity: Some(480),
+            kv_dtype: "bf16",
+            ..Stats::default()
+        };
+        let text = Metrics::default().render(&s);
+        assert!(text.contains("tensorfold_kv_cache_pages_used 30"));
+        assert!(text.contains("tensorfold_kv_cache_pages_capacity 120"));
+        assert!(text.contains("tensorfold_kv_cache_tokens_capacity 480"));
+        assert!(text.contains("tensorfold_kv_cache_usage_ratio 0.250000"));
+        assert!(text.contains("tensorfold_kv_cache_info{dtype=\"bf16\"} 1"));
+        let unbounded = Metrics::default().render(&Stats {
+            kv_pages_capacity: None,
+            ..s
+        });
+        assert!(!unbounded.contains("kv_cache_usage_ratio"));
+        assert!(unbounded.contains("tensorfold_kv_cache_pages_used 30"));
     }
 }
