@@ -82,6 +82,15 @@ impl CudaKv {
 
     /// A state holding exactly the snapshot's rows.
     pub(crate) fn restore(&mut self, snap: &CudaKvSnapshot) -> Result<(), String> {
+        if (snap.dtype, snap.row) != (self.dtype, self.row) {
+            return Err(format!(
+                "a KV snapshot of {} rows of {} elements restored into a state of {} rows of {}",
+                snap.dtype.name(),
+                snap.row,
+                self.dtype.name(),
+                self.row
+            ));
+        }
         self.reserve(snap.len)?;
         self.copy_pages(&snap.data, snap.len.div_ceil(PAGE_ROWS), true);
         self.len = snap.len;

@@ -107,6 +107,35 @@ pub(in crate::selftest) fn check_attention(
             rng,
         );
     }
+    // A snapshot keeps its dtype: restored into a state of the other one it is refused, not read as the wrong bits.
+    let s = AttnSpec {
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 32,
+        rotary_dim: 16,
+        rope_theta: 1e7,
+    };
+    let (g32, g16) = (
+        gpu.clone().with_kv_dtype(KvDtype::F32),
+        gpu.clone().with_kv_dtype(KvDtype::Bf16),
+    );
+    let a = Attn {
+        be: g32.clone(),
+        p: attn_params(&g32, s, &mut Rng(3)),
+    };
+    let mut st = a.fresh();
+    a.round(&chain(0, 0, 0, 5, 1), &mut [&mut st]);
+    a.keep(&mut st, &[0, 1, 2, 3, 4]);
+    let snap = g32.snapshot_kv(&st);
+    let refused = [
+        g16.restore_kv(&s, &snap).is_err(),
+        g32.restore_kv(&s, &snap).is_ok(),
+    ];
+    rep.none_differ(
+        "attention: an f32 KV snapshot is refused by a bf16 state, taken by an f32 one",
+        refused.iter().filter(|&&ok| !ok).count(),
+        2,
+    );
 }
 
 fn check_attention_kv(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng: &mut Rng) {

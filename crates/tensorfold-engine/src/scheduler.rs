@@ -443,8 +443,9 @@ impl<B: Backend> Engine<B> {
         let bounded = capacity < usize::MAX / 4;
         s.kv_pages_used = used;
         s.kv_pages_capacity = bounded.then_some(capacity);
-        s.kv_tokens_capacity =
-            bounded.then(|| capacity / self.pages.attention_layers.max(1) * self.pages.page_rows);
+        // Every attention layer's pages, and the MTP head's when it drafts (as serve sizes the pool).
+        let layers = self.pages.attention_layers + self.pages.head_layers;
+        s.kv_tokens_capacity = bounded.then(|| capacity / layers.max(1) * self.pages.page_rows);
         s.kv_dtype = self.model.backend.kv_dtype().name();
     }
 

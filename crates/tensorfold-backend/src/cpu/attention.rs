@@ -139,7 +139,6 @@ pub(super) fn gated_attention(
     v: &CpuAct,
     rows: &[RowRef],
     states: &mut [&mut CpuKv],
-    dtype: KvDtype,
 ) -> CpuAct {
     let s = p.spec;
     let hd = s.head_dim;
@@ -156,9 +155,10 @@ pub(super) fn gated_attention(
             norm_head(head, &p.k_norm, p.eps);
             rope(head, r.pos, s.rotary_dim, s.rope_theta);
         }
-        // Rounded where made, so the round's own rows and the committed ones are the same values on every path.
-        let value: Vec<f32> = v.row(i).iter().map(|&x| dtype.round(x)).collect();
-        key.iter_mut().for_each(|x| *x = dtype.round(*x));
+        // Rounded where made, to the state's page dtype, so the round's own rows and the committed ones are the
+        // same values on every path.
+        let value: Vec<f32> = v.row(i).iter().map(|&x| kv.dtype.round(x)).collect();
+        key.iter_mut().for_each(|x| *x = kv.dtype.round(*x));
         local[i] = kv.pending.len();
         kv.pending.push((i, key, value));
     }

@@ -252,7 +252,7 @@ impl Backend for CpuBackend {
         rows: &[RowRef],
         states: &mut [&mut CpuKv],
     ) -> CpuAct {
-        attention::gated_attention(p, qg, k, v, rows, states, self.kv_dtype)
+        attention::gated_attention(p, qg, k, v, rows, states)
     }
 
     fn to_host(&self, x: &CpuAct) -> Vec<f32> {
