@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CI without a GPU: the CUDA backend's host side (recorded rounds and CUDA graphs, staging, paging, draws) on the
 # CPU emulator (crates/tensorfold-cuda/emu), which runs the same kernels compiled for the CPU. Two tiny fixtures
-# decoded with graphs on and off, drafted and not, must give one token sha each; the backend-ops test's attention,
-# prompt-kernel, shared-launch and DeltaNet checks must pass.
+# decoded with graphs on and off, drafted and not, must give one token sha each (the second again with bf16 KV
+# pages, its MTP head's included); the backend-ops test's attention (f32 and bf16 pages), prompt-kernel,
+# shared-launch and DeltaNet checks must pass.
 # Usage: tools/ci_cuda_emulator.sh NVRTC_LIB_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ cargo test -q -p tensorfold --features cuda --bin tensorfold cuda_serve
 bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/tensorfold"
 export LD_LIBRARY_PATH="$emu:$nvrtc_dir" TENSORFOLD_CACHE_DIR="$PWD/target/cuda-emu-cache"
 status=0
-# The attention checks of the backend-ops test (crates/tensorfold-cuda/src/selftest_mix.rs check_attention):
+# The attention checks of the backend-ops test (crates/tensorfold-cuda/src/selftest_mix_attention.rs check_attention):
 # rounds against the CPU twin at head_dim 32 and 256, and, bit for bit, long contexts whose committed tiles take
 # the stride-known paths (attention.cu tile_scores, tile_values) against the same rows on the generic path, and
 # grouped heads against one head a block. The decodes below never reach head_dim 256's value path. Then the prompt
@@ -34,23 +35,24 @@ TENSORFOLD_CUDA_WGMMA_MIN_ROWS=5 TENSORFOLD_CUDA_OPS=pairs "$bin" check --device
 few=$!
 # tiny-mlx-4bit decodes 300 tokens, so its KV page tables grow past their first 16 pages inside recorded rounds;
 # tiny-wrapper-bf16 decodes 48, drafted by its MTP head and not (drafted rounds are trees and windows of rows).
-for case in "tiny-mlx-4bit 300 drafts" "tiny-wrapper-bf16 48 drafts,--no-drafts"; do
-  read -r model tokens modes <<< "$case"
+for case in "tiny-mlx-4bit 300 drafts" "tiny-wrapper-bf16 48 drafts,--no-drafts" \
+  "tiny-wrapper-bf16 48 drafts,--no-drafts --kv-cache-dtype bf16"; do
+  read -r model tokens modes extra <<< "$case"
   shas=""
   for graphs in 1 0; do
     for mode in ${modes//,/ }; do
       flag=""
       [ "$mode" = drafts ] || flag=$mode
       line=$(TENSORFOLD_CUDA_GRAPHS=$graphs "$bin" run --device cuda --model "fixtures/$model" \
-        --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens "$tokens" --ignore-eos --json $flag | tail -1)
+        --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens "$tokens" --ignore-eos --json $flag $extra | tail -1)
       sha=$(printf '%s' "$line" | grep -o '"token_sha":"[0-9a-f]*"' || true)
-      echo "$model graphs=$graphs $mode: ${sha:-no token_sha in: $line}"
+      echo "$model $extra graphs=$graphs $mode: ${sha:-no token_sha in: $line}"
       [ -n "$sha" ] || status=1
       shas="$shas$sha"$'\n'
     done
   done
   if [ "$(printf '%s' "$shas" | sort -u | wc -l)" != 1 ]; then
-    echo "FAIL: $model gives different tokens with graphs on and off, drafted and not"
+    echo "FAIL: $model $extra gives different tokens with graphs on and off, drafted and not"
     status=1
   fi
 done
