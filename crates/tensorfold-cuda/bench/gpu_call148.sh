@@ -28,8 +28,6 @@ kvsize() {
   kill $pid; wait $pid 2>/dev/null
   grep -h "tokens across" "$OUT/$1.log" | sed "s/^/$1 /"
 }
-kvsize serve-f32 f32
-kvsize serve-bf16 bf16
 # `long NAME DTYPE`: prefills of 2k, 16k and 32k tokens with decode at each context, rounds, streams.
 long() {
   step "$1" 150 "$NEW" bench --device cuda --model $M --kv-cache-dtype "$2" --decode-tokens 16 --repeat 1 \
@@ -38,6 +36,8 @@ long() {
 }
 long m4-f32-1 f32
 long m4-bf16-1 bf16
+kvsize serve-f32 f32
+kvsize serve-bf16 bf16
 long m4-f32-2 f32
 long m4-bf16-2 bf16
 rm -rf $M
