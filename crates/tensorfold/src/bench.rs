@@ -58,8 +58,8 @@ pub struct BenchArgs {
     /// Where to run: the CPU, or the GPU sweep (copy bandwidth, decode vs bound, rounds, streams, prefill).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: crate::check::Device,
-    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (half the memory
-    /// and half the bytes attention reads; every equality still holds; see README).
+    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (twice the tokens
+    /// in the same memory, a few percent slower; every equality still holds; see README).
     #[arg(long, default_value = "f32")]
     pub kv_cache_dtype: tensorfold_backend::KvDtype,
     /// Prompt lengths of the prefill measurement (with --device cuda).

@@ -34,8 +34,8 @@ pub struct CheckArgs {
     /// with `TENSORFOLD_CUDA_OPS` naming the groups.
     #[arg(long)]
     pub ops_only: bool,
-    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (half the memory
-    /// and half the bytes attention reads; every equality still holds; see README).
+    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (twice the tokens
+    /// in the same memory, a few percent slower; every equality still holds; see README).
     #[arg(long, default_value = "f32")]
     pub kv_cache_dtype: KvDtype,
 }

@@ -67,8 +67,8 @@ pub struct RunArgs {
     /// Where to run the model (cuda needs a binary built with `--features cuda` and an NVIDIA GPU).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: crate::check::Device,
-    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (half the memory
-    /// and half the bytes attention reads; every equality still holds; see README).
+    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (twice the tokens
+    /// in the same memory, a few percent slower; every equality still holds; see README).
     #[arg(long, default_value = "f32")]
     pub kv_cache_dtype: tensorfold_backend::KvDtype,
 }

@@ -69,8 +69,8 @@ pub struct ServeArgs {
     /// With --device cuda: a KV cache of this many GiB instead of what --gpu-memory-utilization leaves.
     #[arg(long)]
     pub kv_cache_gib: Option<f64>,
-    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (half the memory
-    /// and half the bytes attention reads; every equality still holds; see README).
+    /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (twice the tokens
+    /// in the same memory, a few percent slower; every equality still holds; see README).
     #[arg(long, default_value = "f32")]
     pub kv_cache_dtype: tensorfold_backend::KvDtype,
 }
