@@ -251,14 +251,7 @@ fn attend(c: &Ctx<'_>, kv: &CpuKv, kvh: usize, queries: &[(usize, usize)]) -> Ve
     let mut wide = Vec::new();
     for (pg, page) in kv.pages.iter().take(kv.len.div_ceil(PAGE_ROWS)).enumerate() {
         let (t0, n) = (pg * PAGE_ROWS, PAGE_ROWS.min(kv.len - pg * PAGE_ROWS));
-        let (keys, stride) = match page {
-            Page::F32(p) => (&p[head.start..], kv.row),
-            Page::Bf16(_) => {
-                wide.clear();
-                page.read(head.start, n, hd, kv.row, &mut wide);
-                (&wide[..], hd)
-            }
-        };
+        let (keys, stride) = page.rows(head.start, n, hd, kv.row, &mut wide);
         for (qi, &q) in queries.iter().enumerate() {
             dots_strided_f32(q_of(q), keys, stride, &mut scores[qi * width + t0..][..n]);
         }
@@ -287,14 +280,7 @@ fn attend(c: &Ctx<'_>, kv: &CpuKv, kvh: usize, queries: &[(usize, usize)]) -> Ve
     let mut out = vec![0f32; queries.len() * hd];
     for (pg, page) in kv.pages.iter().take(kv.len.div_ceil(PAGE_ROWS)).enumerate() {
         let (t0, n) = (pg * PAGE_ROWS, PAGE_ROWS.min(kv.len - pg * PAGE_ROWS));
-        let (values, stride) = match page {
-            Page::F32(p) => (&p[PAGE_ROWS * kv.row + head.start..], kv.row),
-            Page::Bf16(_) => {
-                wide.clear();
-                page.read(PAGE_ROWS * kv.row + head.start, n, hd, kv.row, &mut wide);
-                (&wide[..], hd)
-            }
-        };
+        let (values, stride) = page.rows(PAGE_ROWS * kv.row + head.start, n, hd, kv.row, &mut wide);
         for (qi, o) in out.chunks_mut(hd).enumerate() {
             axpys_strided_f32(&scores[qi * width + t0..][..n], values, stride, o);
         }

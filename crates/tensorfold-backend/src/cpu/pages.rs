@@ -38,6 +38,25 @@ impl Page {
             }
         }
     }
+    /// `n` runs of `len` elements, `stride` apart from `at`, as f32 rows and their stride: an f32 page's own
+    /// elements in place, a bf16 page's widened (exactly) into `scratch` as `[n, len]`.
+    pub fn rows<'a>(
+        &'a self,
+        at: usize,
+        n: usize,
+        len: usize,
+        stride: usize,
+        scratch: &'a mut Vec<f32>,
+    ) -> (&'a [f32], usize) {
+        match self {
+            Page::F32(p) => (&p[at..], stride),
+            Page::Bf16(_) => {
+                scratch.clear();
+                self.read(at, n, len, stride, scratch);
+                (&scratch[..], len)
+            }
+        }
+    }
     /// `n` runs of `len` elements, `stride` apart from `at`, as f32 (bf16 widened exactly) appended to `out`.
     pub fn read(&self, at: usize, n: usize, len: usize, stride: usize, out: &mut Vec<f32>) {
         let start = out.len();
