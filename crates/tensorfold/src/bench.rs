@@ -71,6 +71,10 @@ pub struct BenchArgs {
     /// With --device cuda: only decode, rounds of 1 and 16 rows and prefill (comparing kernel layouts in one run).
     #[arg(long)]
     pub quick: bool,
+    /// With --device cuda: only each --prefill-lens prefill and one-stream decode at its context (comparing
+    /// attention kernels in one run).
+    #[arg(long)]
+    pub at_context: bool,
     /// With --device cuda: the rows of the rounds measured (default 1, 2, 4, 8, 16, 32, 64; with --quick 1, 16);
     /// include 1 for the ratios to one row.
     #[arg(long, value_delimiter = ',')]

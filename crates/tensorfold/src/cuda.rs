@@ -247,6 +247,9 @@ pub fn bench(dir: &Path, args: &crate::bench::BenchArgs) -> Result<()> {
         bytes / 1e9,
         bw / bytes
     );
+    if args.at_context {
+        return prefill_lines(&be, &m, prefill_lens, prefill_chunk, false);
+    }
     let vocab = m.config.vocab_size;
     let req = GenerateRequest {
         prompt: ids(vocab, 64, 1),
@@ -467,11 +470,24 @@ pub fn bench(dir: &Path, args: &crate::bench::BenchArgs) -> Result<()> {
             graph_line(graphs, be.graph_stats(), warm + steps)
         );
     }
+    prefill_lines(&be, &m, prefill_lens, prefill_chunk, quick)
+}
+
+/// Prefill of each of `prefill_lens` in forwards of `prefill_chunk` rows, then (unless `quick`) one-stream decode at
+/// that context, with the event profiles of both when TENSORFOLD_CUDA_PROFILE=1.
+fn prefill_lines(
+    be: &CudaBackend,
+    m: &Qwen35<CudaBackend>,
+    prefill_lens: &[usize],
+    prefill_chunk: usize,
+    quick: bool,
+) -> Result<()> {
+    let vocab = m.config.vocab_size;
     for &len in prefill_lens {
         let prompt = ids(vocab, len, 30);
         be.profile_reset();
         let s = Instant::now();
-        let mut slot = prefill(&m, &prompt, prefill_chunk)?;
+        let mut slot = prefill(m, &prompt, prefill_chunk)?;
         be.synchronize();
         let t = s.elapsed().as_secs_f64();
         println!(
@@ -492,6 +508,7 @@ pub fn bench(dir: &Path, args: &crate::bench::BenchArgs) -> Result<()> {
         for step in 0..warm + steps {
             if step == warm {
                 be.synchronize();
+                be.profile_reset();
                 s = Instant::now();
             }
             m.forward_chains_round(
@@ -508,6 +525,9 @@ pub fn bench(dir: &Path, args: &crate::bench::BenchArgs) -> Result<()> {
             steps as f64 / t,
             t * 1e3 / steps as f64
         );
+        if let Some(r) = be.profile_report() {
+            println!("profile of {steps} decode rounds at {len} tokens of context:\n{r}");
+        }
     }
     Ok(())
 }
