@@ -366,26 +366,54 @@ ATTN_CHUNK(1, u16, _kvbf16)
 ATTN_CHUNK(2, u16, _kvbf16)
 ATTN_CHUNK(3, u16, _kvbf16)
 
+// Chunks whose weights attn_merge keeps in shared memory at once (a longer row takes several batches, its sums one
+// chain across them).
+#define MERGE_BATCH 512
+
 // The chunks of rows row0 + blockIdx.y (head blockIdx.x) merged in chunk order against the row's max, times the
-// gate; rows of one chunk were written by attn_chunk.
+// gate; rows of one chunk were written by attn_chunk. Launched with at least hd threads (thread d takes dimension d).
+// The row's max is order-free, so the threads take the chunks side by side; each chunk's weight exp(max_c − rmax)
+// is made once, by one thread, into shared memory; the sums then run in chunk order, as one thread each had them
+// before (each thread then made every weight itself and loaded each chunk's max, sum and value in turn: 128 chunks
+// of a 32k context were about 3 × 128 dependent loads a thread).
 extern "C" __global__ void attn_merge(const float* __restrict__ qg, const float* __restrict__ part,
                                       float* __restrict__ out, const int* __restrict__ meta, int heads, int hd,
                                       int row0, int nch) {
     kernel_entry();
-    const int h = blockIdx.x, i = row0 + blockIdx.y;
+    __shared__ float wts[MERGE_BATCH], sums[MERGE_BATCH], wmax[32];
+    const int h = blockIdx.x, i = row0 + blockIdx.y, d = threadIdx.x;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
     const int* m = meta + 5 * i;
     const int n = m[2] + m[4];
     if (n <= ACH) return;
-    const int chunks = (n + ACH - 1) / ACH;
-    const float* pp = part + ((size_t)(i - row0) * heads + h) * nch * (hd + 2);
+    const int chunks = (n + ACH - 1) / ACH, stride = hd + 2;
+    const float* pp = part + ((size_t)(i - row0) * heads + h) * nch * stride;
+    float mx = NEG_INF;
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x) mx = fmaxf(mx, pp[(size_t)c * stride]);
+    mx = warp_max(mx);
+    if (lane == 0) wmax[warp] = mx;
+    __syncthreads();
     float rmax = NEG_INF;
-    for (int c = 0; c < chunks; ++c) rmax = fmaxf(rmax, pp[c * (hd + 2)]);
-    float rsum = 0.0f;
-    for (int c = 0; c < chunks; ++c) rsum = fmaf(pp[c * (hd + 2) + 1], expf(pp[c * (hd + 2)] - rmax), rsum);
-    const float* gate = qg + (size_t)i * heads * 2 * hd + (size_t)h * 2 * hd + hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int c = 0; c < chunks; ++c) acc = fmaf(pp[c * (hd + 2) + 2 + d], expf(pp[c * (hd + 2)] - rmax), acc);
+    for (int w = 0; w < warps; ++w) rmax = fmaxf(rmax, wmax[w]);
+    float rsum = 0.0f, acc = 0.0f;
+    for (int c0 = 0; c0 < chunks; c0 += MERGE_BATCH) {
+        const int nb = min(MERGE_BATCH, chunks - c0);
+        __syncthreads();  // the batch before is used up
+        for (int u = threadIdx.x; u < nb; u += blockDim.x) {
+            const float* cp = pp + (size_t)(c0 + u) * stride;
+            wts[u] = expf(cp[0] - rmax);
+            sums[u] = cp[1];
+        }
+        __syncthreads();
+        for (int u = 0; u < nb; ++u) rsum = fmaf(sums[u], wts[u], rsum);
+        if (d < hd) {
+            const float* v = pp + (size_t)c0 * stride + 2 + d;
+#pragma unroll 16
+            for (int u = 0; u < nb; ++u) acc = fmaf(v[(size_t)u * stride], wts[u], acc);
+        }
+    }
+    if (d < hd) {
+        const float* gate = qg + (size_t)i * heads * 2 * hd + (size_t)h * 2 * hd + hd;
         out[(size_t)i * heads * hd + (size_t)h * hd + d] = (acc / rsum) * sigmoid_f(gate[d]);
     }
 }
