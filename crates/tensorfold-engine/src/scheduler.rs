@@ -474,6 +474,10 @@ impl<B: Backend> Engine<B> {
                 continue;
             };
             let st = self.live.swap_remove(i);
+            // Before its pages go back (when `st` drops) and before Done: a reader never sees a stream's pages freed
+            // while it still counts as running.
+            let running = self.live.len();
+            self.stats().requests_running = running;
             self.reserved -= st.reserved_pages;
             if self.cache.enabled() && st.slot.len > 0 && finish != FinishReason::Cancelled {
                 store_snapshot(&mut self.cache, &self.model, &st, &mut self.times);
