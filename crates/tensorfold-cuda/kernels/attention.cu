@@ -5,10 +5,35 @@
 
 #define AW 1        // warps per block, one (row, head) each (spread over SMs)
 #define HDMAX 256   // largest head_dim
-// Positions per KV page: keys then values. Keys are stored by dimension, [kv_heads·head_dim][PAGE], so the lanes
-// of a warp (one key each) read one dimension of their keys from neighbouring addresses; values by position,
-// [PAGE][kv_heads·head_dim] (a lane per dimension reads a value row together).
+// Positions per KV page: keys then values. Keys are stored by dimension in groups of KG consecutive dimensions,
+// [kv_heads·head_dim / KG][PAGE][KG] (key_index), so a lane (one key) reads KG dimensions of its key in one load
+// (16 bytes of f32, 8 of bf16) and the 16 keys of a page lie side by side; values by position,
+// [PAGE][kv_heads·head_dim] (a lane takes neighbouring dimensions of a value row). With one dimension a load (keys
+// [kv_heads·head_dim][PAGE] before), a 32k-context decode round's attention waited on 16 loads in turn per tile of
+// 32 keys; a group load carries 4 dimensions in the registers one did, and a bf16 group twice the dimensions an f32
+// one does in the same registers.
 #define PAGE 16
+#define KG 4
+
+// Where dimension c (of the page's row, kv_heads·head_dim) of key t (its position; t % PAGE on its page) is.
+__device__ __forceinline__ size_t key_index(int c, int t) {
+    return ((size_t)(c / KG) * PAGE + t % PAGE) * KG + c % KG;
+}
+
+// KG = 4 consecutive elements of a page as loaded (group_ld: 16 bytes of f32, 8 of bf16), and widened to f32
+// (widen; bf16 element 2i is the low half of word i). Loads keep the raw form until the arithmetic needs it, so a
+// bf16 group holds 2 registers in flight, not 4.
+template <typename KV> struct Group { typedef float4 raw; };
+template <> struct Group<u16> { typedef uint2 raw; };
+__device__ __forceinline__ float4 group_ld(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ uint2 group_ld(const u16* p) { return *reinterpret_cast<const uint2*>(p); }
+__device__ __forceinline__ float4 widen(float4 v) { return v; }
+__device__ __forceinline__ float4 widen(uint2 w) {
+    return float4{__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
+                  __uint_as_float(w.y & 0xffff0000u)};
+}
+template <typename KV>
+__device__ __forceinline__ float4 key_group(const KV* p) { return widen(group_ld(p)); }
 
 // A page's element: f32, or bf16 bits (u16) under `--kv-cache-dtype bf16` (the `_kvbf16` kernels). kv_ld reads one
 // as f32. kv_of gives a round row's f32 value as a page of that type holds it: keys are rounded where attn_prep
@@ -75,15 +100,17 @@ extern "C" __global__ void __launch_bounds__(AW * 32)
     }
 }
 
-// Dimension `off` of key t (a committed one in its page, else its round row in kround [kvh·hd][rr]); the key's
-// next dimensions follow `stride` floats apart.
+// Dimension `off` (a multiple of KG) of key t: a committed one in its f32 page, else its round row in kround
+// [kvh·hd][rr]. Dimensions off + KG·d + e follow at d·s4 + e·s1 floats.
 __device__ __forceinline__ const float* key_col(int t, int clen, const u64* pages, const float* kround,
-                                                const int* m, const int* paths, int rr, int off, int& stride) {
+                                                const int* m, const int* paths, int rr, int off, int& s1, int& s4) {
     if (t < clen) {
-        stride = PAGE;
-        return reinterpret_cast<const float*>(pages[t / PAGE]) + (size_t)off * PAGE + t % PAGE;
+        s1 = 1;
+        s4 = KG * PAGE;
+        return reinterpret_cast<const float*>(pages[t / PAGE]) + key_index(off, t);
     }
-    stride = rr;
+    s1 = rr;
+    s4 = KG * rr;
     return kround + (size_t)off * rr + path_at(m, paths, t - clen);
 }
 
@@ -118,7 +145,7 @@ __device__ __forceinline__ void score_step(const float4* const (&q)[G], int d, f
 
 // Scores of one tile for G query heads of one kv head: lane l takes key t0 + l (NEG_INF from n on), s[g] =
 // ((a0 + a1) + (a2 + a3))·scale with a_c the fmaf chain of q[g]·k over dimensions c, c + 4, …, in order. A tile
-// of committed keys (the bulk of a long context) knows its stride, PAGE, so its loads are immediate offsets from
+// of committed keys (the bulk of a long context) loads a group of 4 dimensions at a time, at immediate offsets from
 // one pointer: the generic path spends about as many instructions on addresses as on products (232 against 164 per
 // 8 steps of 4 dimensions, SASS of call 66; prefill of 16k tokens 13% faster). The chains are the same on both
 // paths, so the bits are (the backend-ops test compares rows whose keys are committed with the same rows whose keys
@@ -136,28 +163,20 @@ __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0,
     for (int g = 0; g < G; ++g) a0[g] = a1[g] = a2[g] = a3[g] = 0.0f;
     if (t0 + 32 <= clen || (sizeof(KV) == 2 && t < clen)) {
         // (bf16 pages: also a committed key of a tile that holds round rows, which key_col cannot point at.)
-        const KV* kp = reinterpret_cast<const KV*>(pages[t / PAGE]) + (size_t)off * PAGE + t % PAGE;
+        const KV* kp = reinterpret_cast<const KV*>(pages[t / PAGE]) + key_index(off, t);
 #pragma unroll 8
-        for (int d = 0; d < hd / 4; ++d) {
-            const KV* k4 = kp + d * 4 * PAGE;
-            float4 kv;
-            kv.x = kv_ld(k4);
-            kv.y = kv_ld(k4 + PAGE);
-            kv.z = kv_ld(k4 + 2 * PAGE);
-            kv.w = kv_ld(k4 + 3 * PAGE);
-            score_step<G>(q, d, kv, a0, a1, a2, a3);
-        }
+        for (int d = 0; d < hd / 4; ++d) score_step<G>(q, d, key_group(kp + (size_t)d * KG * PAGE), a0, a1, a2, a3);
     } else {
-        int ks;
-        const float* kp = key_col(t, clen, pages, kround, m, paths, rr, off, ks);
+        int s1, s4;
+        const float* kp = key_col(t, clen, pages, kround, m, paths, rr, off, s1, s4);
 #pragma unroll 8
         for (int d = 0; d < hd / 4; ++d) {
             float4 kv;
             kv.x = kp[0];
-            kv.y = kp[ks];
-            kv.z = kp[2 * ks];
-            kv.w = kp[3 * ks];
-            kp += 4 * ks;
+            kv.y = kp[s1];
+            kv.z = kp[2 * s1];
+            kv.w = kp[3 * s1];
+            kp += s4;
             score_step<G>(q, d, kv, a0, a1, a2, a3);
         }
     }
@@ -165,12 +184,18 @@ __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0,
     for (int g = 0; g < G; ++g) s[g] = ((a0[g] + a1[g]) + (a2[g] + a3[g])) * scale;
 }
 
-// Value sums of one tile for G heads: o[g][j] = Σ_u p_u·v_u[lane + 32j] over its keys u = 0 … cnt − 1 in key order
-// (p_u is lane u's p[g]). A whole tile of committed keys at the largest head_dim takes a path with no per-key or
-// per-dimension bounds (two pages, 16 keys each: 157 instructions per 4 keys of 3 heads against 451); the sums are
-// the same chains on both paths.
+// The dimension a lane's value sum o[.][j] is for: lane + 32j on tile_values' generic path; on its whole-tile path
+// (`wide`) 4·lane + j and 128 + 4·lane + j − 4, so that a lane loads 4 dimensions of a value row at once.
+__device__ __forceinline__ int value_dim(int lane, int j, bool wide) {
+    return wide ? (j < 4 ? 4 * lane + j : 128 + 4 * lane + (j - 4)) : lane + 32 * j;
+}
+
+// Value sums of one tile for G heads: o[g][j] = Σ_u p_u·v_u[value_dim(lane, j, wide)] over its keys u = 0 … cnt − 1
+// in key order (p_u is lane u's p[g]). A whole tile of committed keys at the largest head_dim takes a path with no
+// per-key or per-dimension bounds that loads 4 dimensions at once (two pages, 16 keys each; returns true); the sums
+// are the same chains on both paths, only which lane holds a dimension differs.
 template <int G, typename KV>
-__device__ __forceinline__ void tile_values(const float (&p)[G], int t0, int cnt, int clen, const u64* pages,
+__device__ __forceinline__ bool tile_values(const float (&p)[G], int t0, int cnt, int clen, const u64* pages,
                                             const float* vround, const int* m, const int* paths, int row, int off,
                                             int hd, float (&o)[G][HDMAX / 32]) {
     const int lane = threadIdx.x & 31;
@@ -179,29 +204,38 @@ __device__ __forceinline__ void tile_values(const float (&p)[G], int t0, int cnt
 #pragma unroll
         for (int j = 0; j < HDMAX / 32; ++j) o[g][j] = 0.0f;
     if (cnt == 32 && t0 + 32 <= clen && hd == HDMAX) {
+        // Keys a batch: as many as 32 registers hold as loaded (4 of f32 values, 8 of bf16 ones), but 4 for three
+        // heads' sums (attn_chunk_g3_kvbf16 spilled 296 bytes with 8 in 80 registers).
+        constexpr int KB = sizeof(KV) == 2 && G < 3 ? 8 : 4;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const KV* base = reinterpret_cast<const KV*>(pages[t0 / PAGE + half]) + (size_t)PAGE * row + off + lane;
+            const KV* base = reinterpret_cast<const KV*>(pages[t0 / PAGE + half]) + (size_t)PAGE * row + off + 4 * lane;
 #pragma unroll 1
-            for (int u0 = 0; u0 < PAGE; u0 += 4) {
-                float vv[4][HDMAX / 32];
+            for (int u0 = 0; u0 < PAGE; u0 += KB) {
+                typename Group<KV>::raw raw[KB][2];
 #pragma unroll
-                for (int k = 0; k < 4; ++k) {
+                for (int k = 0; k < KB; ++k) {
                     const KV* vp = base + (size_t)(u0 + k) * row;
-#pragma unroll
-                    for (int j = 0; j < HDMAX / 32; ++j) vv[k][j] = kv_ld(vp + 32 * j);
+                    raw[k][0] = group_ld(vp);
+                    raw[k][1] = group_ld(vp + 128);
                 }
 #pragma unroll
                 for (int g = 0; g < G; ++g)
 #pragma unroll
-                    for (int k = 0; k < 4; ++k) {
+                    for (int k = 0; k < KB; ++k) {
                         const float pu = __shfl_sync(FULL_MASK, p[g], half * PAGE + u0 + k);
 #pragma unroll
-                        for (int j = 0; j < HDMAX / 32; ++j) o[g][j] = fmaf(pu, vv[k][j], o[g][j]);
+                        for (int h = 0; h < 2; ++h) {
+                            const float4 v = widen(raw[k][h]);
+                            o[g][4 * h] = fmaf(pu, v.x, o[g][4 * h]);
+                            o[g][4 * h + 1] = fmaf(pu, v.y, o[g][4 * h + 1]);
+                            o[g][4 * h + 2] = fmaf(pu, v.z, o[g][4 * h + 2]);
+                            o[g][4 * h + 3] = fmaf(pu, v.w, o[g][4 * h + 3]);
+                        }
                     }
             }
         }
-        return;
+        return true;
     }
     // Four keys at a time, their loads in flight together.
     for (int u0 = 0; u0 < cnt; u0 += 4) {
@@ -242,15 +276,16 @@ __device__ __forceinline__ void tile_values(const float (&p)[G], int t0, int cnt
             }
         }
     }
+    return false;
 }
 
 // One tile's partials for G query heads of one kv head: keys t0.. (up to 32) of a row against the normed, rotated
 // queries q[g]. Each lane loads its key and each value once for the G heads (K and V traffic / G); per head the
 // arithmetic is that of G = 1 (the same products and sums in the same order), so the bits do not depend on G.
 // Returns per head the tile's max score and exp-sum (same in every lane); o[g][j] holds
-// Σ_k exp(s_k − max)·v_k[lane+32j].
+// Σ_k exp(s_k − max)·v_k[value_dim(lane, j, wide)], `wide` being what it returns.
 template <int G, typename KV>
-__device__ __forceinline__ void attn_tile(const float4* const (&q)[G], int t0, int n, int clen, const u64* pages,
+__device__ __forceinline__ bool attn_tile(const float4* const (&q)[G], int t0, int n, int clen, const u64* pages,
                                           const float* kround, const float* vround, const int* m, const int* paths,
                                           int row, int rr, int off, int hd, float scale, float (&tmax)[G],
                                           float (&tsum)[G], float (&o)[G][HDMAX / 32]) {
@@ -263,7 +298,7 @@ __device__ __forceinline__ void attn_tile(const float4* const (&q)[G], int t0, i
         p[g] = t < n ? expf(s[g] - tmax[g]) : 0.0f;
         tsum[g] = warp_sum(p[g]);
     }
-    tile_values<G, KV>(p, t0, min(32, n - t0), clen, pages, vround, m, paths, row, off, hd, o);
+    return tile_values<G, KV>(p, t0, min(32, n - t0), clen, pages, vround, m, paths, row, off, hd, o);
 }
 
 // Partials of chunk blockIdx.z of rows row0 + blockIdx.y, query heads blockIdx.x·G … (G heads of one kv head): qr
@@ -298,8 +333,8 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
     for (int g = 0; g < G; ++g) qp[g] = reinterpret_cast<const float4*>(q[g]);
     for (int tt = warp; tt < tiles; tt += AWARPS) {
         float o[G][HDMAX / 32], mx[G], sm[G];
-        attn_tile<G, KV>(qp, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, rr, off, hd, scale, mx, sm,
-                     o);
+        const bool wide = attn_tile<G, KV>(qp, first + 32 * tt, n, clen, pages, kround, vround, m, paths, row, rr, off,
+                                           hd, scale, mx, sm, o);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             if (lane == 0) {
@@ -308,7 +343,7 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
             }
 #pragma unroll
             for (int j = 0; j < HDMAX / 32; ++j) {
-                const int d = lane + 32 * j;
+                const int d = value_dim(lane, j, wide);
                 if (d < hd) tout[g][tt][d] = o[g][j];
             }
         }
@@ -434,15 +469,14 @@ __device__ __forceinline__ void kv_keep_rows(const u64* __restrict__ krounds, co
     const float* vround = reinterpret_cast<const float*>(vrounds[blockIdx.y]);
     const u64* table = reinterpret_cast<const u64*>(tables[blockIdx.y]);
     KV* page = reinterpret_cast<KV*>(table[t / PAGE]);
-    KV* kd = page + t % PAGE;
     KV* vd = page + (size_t)(PAGE + t % PAGE) * row;
     for (int c = threadIdx.x; c < row; c += blockDim.x) {
         const float k = kround[(size_t)c * rr + src], v = vround[(size_t)src * row + c];
         if constexpr (sizeof(KV) == 2) {
-            kd[(size_t)c * PAGE] = f32_to_bf16_rn(k);
+            page[key_index(c, t)] = f32_to_bf16_rn(k);
             vd[c] = f32_to_bf16_rn(v);
         } else {
-            kd[(size_t)c * PAGE] = k;
+            page[key_index(c, t)] = k;
             vd[c] = v;
         }
     }

@@ -48,33 +48,43 @@ __device__ __forceinline__ void block_value_load(const float* kv, int u, int dx,
 // Tiles travel global → registers → shared memory: a thread issues all its loads of the next tile at once, before
 // the current tile's arithmetic, and stores them after it (the first version loaded and stored one element at a
 // time, so every load waited a whole memory latency: 5.4 s of attention in the 16k prefill against attn_chunk's
-// 4.1, call 73). Keys: thread (lane, warp) loads key t0 + lane at dimensions warp, warp + 8, …
+// 4.1, call 73). Keys: thread (lane, warp) loads key t0 + lane, its dimension groups warp, warp + 8, … (KG
+// dimensions each: attention.cu key_index), kt[KG·i + e] = dimension KG·(warp + 8i) + e.
 template <int HD, typename KV>
 __device__ __forceinline__ void block_keys_load(float (&kt)[HD / 8], int t0, int nmax, int clen, const u64* pages,
                                                 const float* kround, const int* m, const int* paths, int rr,
                                                 int off) {
+    static_assert(HD / 8 == KG * (HD / (8 * KG)), "a thread's groups fill kt");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int t = t0 + lane;
-    if constexpr (sizeof(KV) == 2) {
-        // bf16 pages (attention.cu kv_ld): a committed key from its page; a round key (rounded by attn_prep) below.
-        if (t < nmax && t < clen) {
-            const KV* kp = reinterpret_cast<const KV*>(pages[t / PAGE]) + (size_t)off * PAGE + t % PAGE;
+    if (t < nmax && t < clen) {
+        // A committed key from its page (bf16 pages widened); a round key (rounded by attn_prep for bf16) below.
+        const KV* kp = reinterpret_cast<const KV*>(pages[t / PAGE]) + key_index(off, t);
 #pragma unroll
-            for (int i = 0; i < HD / 8; ++i) kt[i] = kv_ld(kp + (size_t)(warp + 8 * i) * PAGE);
-            return;
+        for (int i = 0; i < HD / (8 * KG); ++i) {
+            const float4 g = key_group(kp + (size_t)(warp + 8 * i) * KG * PAGE);
+            kt[KG * i] = g.x;
+            kt[KG * i + 1] = g.y;
+            kt[KG * i + 2] = g.z;
+            kt[KG * i + 3] = g.w;
         }
+        return;
     }
-    int stride = 0;
-    const float* kp = t < nmax ? key_col(t, clen, pages, kround, m, paths, rr, off, stride) : nullptr;
+    const float* kp = t < nmax ? kround + (size_t)off * rr + path_at(m, paths, t - clen) : nullptr;
 #pragma unroll
-    for (int i = 0; i < HD / 8; ++i) kt[i] = kp != nullptr ? kp[(size_t)(warp + 8 * i) * stride] : 0.0f;
+    for (int i = 0; i < HD / (8 * KG); ++i)
+#pragma unroll
+        for (int e = 0; e < KG; ++e)
+            kt[KG * i + e] = kp != nullptr ? kp[(size_t)(KG * (warp + 8 * i) + e) * rr] : 0.0f;
 }
 
 template <int HD>
 __device__ __forceinline__ void block_keys_store(const float (&kt)[HD / 8], float* kv) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-    for (int i = 0; i < HD / 8; ++i) kv[(warp + 8 * i) * 32 + lane] = kt[i];
+    for (int i = 0; i < HD / (8 * KG); ++i)
+#pragma unroll
+        for (int e = 0; e < KG; ++e) kv[(KG * (warp + 8 * i) + e) * 32 + lane] = kt[KG * i + e];
 }
 
 // Values [32][HD] as float4s: thread tid takes float4s tid, tid + BT, … of the tile.

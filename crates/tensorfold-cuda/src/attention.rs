@@ -12,9 +12,12 @@ use tensorfold_backend::{AttnParams, AttnSpec, KvDtype, RowRef};
 
 /// Positions per page (PAGE in attention.cu).
 pub const PAGE_ROWS: usize = 16;
+/// Consecutive key dimensions a page stores together (KG in attention.cu): keys are `[row / KEY_GROUP][PAGE_ROWS]
+/// [KEY_GROUP]`, so a lane loads a group of its key's dimensions at once.
+pub(crate) const KEY_GROUP: usize = 4;
 
-/// 32-bit words of one KV page for attention rows of `row` elements stored as `dtype`: its keys by dimension,
-/// then its values (bf16 pages hold two elements a word; `row` is even, head_dim being a multiple of 4).
+/// 32-bit words of one KV page for attention rows of `row` elements stored as `dtype`: its keys by dimension (in
+/// groups of KEY_GROUP), then its values (bf16 pages hold two elements a word; `row` is even, head_dim being a multiple of 4).
 pub(crate) fn page_words(row: usize, dtype: KvDtype) -> usize {
     2 * PAGE_ROWS * row * dtype.bytes() / 4
 }

@@ -1,7 +1,7 @@
 //! Prompt-cache snapshots of a slot's KV pages on the device: one `copy_pages` launch a layer through the slot's
 //! page table, to a buffer in page layout and back.
 
-use super::{page_words, CudaKv, PAGE_ROWS};
+use super::{page_words, CudaKv, KEY_GROUP, PAGE_ROWS};
 use crate::device::{Arg, Dev};
 use cudarc::driver::CudaSlice;
 use std::sync::Arc;
@@ -49,8 +49,13 @@ impl CudaKvSnapshot {
         );
         for (pi, host) in all.chunks(pf).enumerate() {
             let n = (self.len - pi * PAGE_ROWS).min(PAGE_ROWS);
+            // Keys by dimension in groups of KEY_GROUP (attention.cu key_index).
             for j in 0..n {
-                k.extend((0..self.row).map(|c| host[c * PAGE_ROWS + j]));
+                k.extend(
+                    (0..self.row).map(|c| {
+                        host[((c / KEY_GROUP) * PAGE_ROWS + j) * KEY_GROUP + c % KEY_GROUP]
+                    }),
+                );
             }
             v.extend_from_slice(&host[PAGE_ROWS * self.row..(PAGE_ROWS + n) * self.row]);
         }
