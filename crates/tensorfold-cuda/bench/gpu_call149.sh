@@ -5,7 +5,7 @@
 # oracle, with f32 and with bf16 KV, the tiny shas); then on the 27B MLX4 shape, alternating OLD and NEW:
 # `bench --at-context` (prefills of 2k, 16k and 32k tokens, one-stream decode at each context) with f32 and bf16 KV,
 # the quick bench (decode, rounds of 1 and 16 rows, a 2k prefill), and NEW's event profile of decode at 32k.
-FINAL=${1:?out dir}; BUDGET=${2:-560}; NEW=${3:?new binary}; OLD=${4:?old binary}
+FINAL=${1:?out dir}; BUDGET=${2:-450}; NEW=${3:?new binary}; OLD=${4:?old binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
 first_check "$NEW"
@@ -30,9 +30,9 @@ ctx ctx-old-bf16 "$OLD" bf16
 ctx ctx-new-bf16 "$NEW" bf16
 quick q-old $M "$OLD"
 quick q-new $M "$NEW"
-ctx prof-new-f32 "$NEW" f32 TENSORFOLD_CUDA_PROFILE=1
-sed -n '/profile of 8 decode rounds at 32768/,/^launches/p' "$OUT/prof-new-f32.log" | head -14 | sed "s/^/prof /"
 ctx ctx-new-f32-2 "$NEW" f32
 ctx ctx-old-f32-2 "$OLD" f32
+ctx prof-new-f32 "$NEW" f32 TENSORFOLD_CUDA_PROFILE=1
+sed -n '/profile of 8 decode rounds at 32768/,/^launches/p' "$OUT/prof-new-f32.log" | head -14 | sed "s/^/prof /"
 rm -rf $M
 finish "$FINAL"
