@@ -164,7 +164,8 @@ __device__ __forceinline__ void tile_scores(const float4* const (&q)[G], int t0,
     if (t0 + 32 <= clen || (sizeof(KV) == 2 && t < clen)) {
         // (bf16 pages: also a committed key of a tile that holds round rows, which key_col cannot point at.)
         const KV* kp = reinterpret_cast<const KV*>(pages[t / PAGE]) + key_index(off, t);
-#pragma unroll 8
+        // As many groups in flight as about 32 registers hold as loaded: 8 of f32, 16 of bf16.
+#pragma unroll(sizeof(KV) == 2 ? 16 : 8)
         for (int d = 0; d < hd / 4; ++d) score_step<G>(q, d, key_group(kp + (size_t)d * KG * PAGE), a0, a1, a2, a3);
     } else {
         int s1, s4;
