@@ -56,7 +56,8 @@ pub struct AttnSpec {
 /// How a backend stores committed keys and values. `Bf16` rounds every key (after its norm and RoPE) and value to
 /// bf16 where it is made, on every path alike (plain, drafted, chunked, resumed), so the equalities hold as with
 /// `F32`; the pages then hold half the bytes, so twice the tokens fit, at the cost of closeness to the float64
-/// reference and, on the GPU, a few percent of speed (BENCHMARKS.md §7, call 148).
+/// reference; on the GPU decode is 2–3% slower at 2k of context and 2–6% faster at 32k (BENCHMARKS.md §7,
+/// calls 148–150).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KvDtype {
     #[default]

@@ -68,7 +68,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: crate::check::Device,
     /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (twice the tokens
-    /// in the same memory, a few percent slower; every equality still holds; see README).
+    /// in the same memory; on the GPU a little slower at short contexts and faster at long ones; every equality
+    /// still holds; see README).
     #[arg(long, default_value = "f32")]
     pub kv_cache_dtype: tensorfold_backend::KvDtype,
 }
