@@ -71,8 +71,8 @@ __device__ __forceinline__ void norm_rope_warp(float* v, const float* __restrict
 }
 
 // Normed, rotated keys and queries of the round, one warp per (row, head): blocks x < kvh take key head x of
-// k [R, kvh·hd] into kout, by dimension ([kvh·hd][R], R = gridDim.y, as in the pages; rounded to bf16 when
-// kv_bf16 != 0, as the pages will hold them); the others query head
+// k [R, kvh·hd] into kout, by dimension ([kvh·hd][R], R = gridDim.y; a page groups 4 dimensions, key_index;
+// rounded to bf16 when kv_bf16 != 0, as the pages will hold them); the others query head
 // x − kvh of qg [R, heads·2·hd] (per head: query | gate) into qout [R, heads·hd], so the chunk blocks of a row
 // share one rotated query.
 extern "C" __global__ void __launch_bounds__(AW * 32)

@@ -124,9 +124,9 @@ fn block_kernel(dev: &Dev, meta: &[i32], heads: usize, kvh: usize, hd: usize) ->
     .then_some(qt)
 }
 
-/// Pages of `page_words` 32-bit words (keys by dimension, then values by position, f32 or bf16), at most
-/// `capacity` taken at once. The capacity may be set once the weights are on the device and the free memory is
-/// known (serve).
+/// Pages of `page_words` 32-bit words (keys by dimension in groups of KEY_GROUP, then values by position, f32 or
+/// bf16), at most `capacity` taken at once. The capacity may be set once the weights are on the device and the free
+/// memory is known (serve).
 pub struct KvPool {
     capacity: AtomicUsize,
     inner: Mutex<(usize, Vec<CudaSlice<f32>>)>,
@@ -176,8 +176,8 @@ impl KvPool {
 mod snapshot;
 pub use snapshot::CudaKvSnapshot;
 
-/// The round's normed, rotated keys (by dimension: `[row][rows]`, as in the pages) and its values (`[rows, row]`),
-/// shared by the slots of the call.
+/// The round's normed, rotated keys (by dimension: `[row][rows]`; pages group 4 dimensions) and its values
+/// (`[rows, row]`), shared by the slots of the call.
 struct KvRound {
     k: Buf<f32>,
     v: Arc<Buf<f32>>,
@@ -445,7 +445,9 @@ pub(crate) fn gated_attention(
     };
     let part = (nch > 1).then(|| dev.scratch::<f32>(slice * per_row));
     let part_ptr = part.as_ref().map_or(0, |b| dev.ptr(b));
+    // attn_merge's thread d takes dimension d (and at most 32 warps share its row max).
     let merge_threads = (hd.div_ceil(32) * 32) as u32;
+    debug_assert!(merge_threads as usize >= hd && merge_threads <= 1024);
     let group = heads_per_block(heads, kvh, r, nch);
     for row0 in (0..r).step_by(slice) {
         let rows_here = slice.min(r - row0) as u32;

@@ -73,7 +73,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// With --device cuda: only each --prefill-lens prefill and one-stream decode at its context (comparing
-    /// attention kernels in one run).
+    /// attention kernels in one run; --quick, --repeat and --round-rows do not apply).
     #[arg(long)]
     pub at_context: bool,
     /// With --device cuda: the rows of the rounds measured (default 1, 2, 4, 8, 16, 32, 64; with --quick 1, 16);
