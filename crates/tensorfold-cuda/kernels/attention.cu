@@ -305,7 +305,9 @@ __device__ __forceinline__ bool attn_tile(const float4* const (&q)[G], int t0, i
 // Partials of chunk blockIdx.z of rows row0 + blockIdx.y, query heads blockIdx.x·G … (G heads of one kv head): qr
 // [R, heads·hd] the rotated queries (attn_prep), qg [R, heads·2·hd] for the gates. A row with one chunk writes its
 // output [R, heads·hd] directly (attn_merge's arithmetic for one chunk); otherwise the chunk's (max, sum, value
-// sums) go to part[((i − row0)·heads + h)·nch + c]·(hd + 2).
+// sums) go to part[((i − row0)·heads + h)·nch + c]·(hd + 2). Shared memory: the G rotated queries, each tile's max
+// and exp-sum, each tile's value sums; static up to 3 heads (28 KB at 3), dynamic for 6 (54 KB, attention.rs
+// chunk_smem).
 template <int G, typename KV>
 __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, const float* __restrict__ qg,
                                                  const float* __restrict__ kround, const float* __restrict__ vround,
@@ -313,9 +315,26 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
                                                  const u64* __restrict__ tables, const int* __restrict__ meta,
                                                  const int* __restrict__ paths, int heads, int kvh, int hd, int row0,
                                                  int nch, int rr) {
-    __shared__ __align__(16) float q[G][HDMAX];
-    __shared__ float tmax[G][ATILES], tsum[G][ATILES];
-    __shared__ float tout[G][ATILES][HDMAX];
+    float(*q)[HDMAX];
+    float(*tmax)[ATILES];
+    float(*tsum)[ATILES];
+    float(*tout)[ATILES][HDMAX];
+    if constexpr (G <= 3) {
+        __shared__ __align__(16) float q_[G][HDMAX];
+        __shared__ float tmax_[G][ATILES], tsum_[G][ATILES];
+        __shared__ float tout_[G][ATILES][HDMAX];
+        q = q_;
+        tmax = tmax_;
+        tsum = tsum_;
+        tout = tout_;
+    } else {
+        DYNAMIC_SMEM(raw);
+        float* f = reinterpret_cast<float*>(raw);
+        q = reinterpret_cast<float(*)[HDMAX]>(f);
+        tmax = reinterpret_cast<float(*)[ATILES]>(f + G * HDMAX);
+        tsum = reinterpret_cast<float(*)[ATILES]>(f + G * HDMAX + G * ATILES);
+        tout = reinterpret_cast<float(*)[ATILES][HDMAX]>(f + G * HDMAX + 2 * G * ATILES);
+    }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int h0 = blockIdx.x * G, i = row0 + blockIdx.y, c = blockIdx.z;
     const int* m = meta + 5 * i;
@@ -382,12 +401,15 @@ __device__ __forceinline__ void attn_chunk_heads(const float* __restrict__ qr, c
 // 153 registers, one block an SM, and the 27B prefill of 16k tokens took 66% longer in attention (call 32); with
 // the committed-tile paths, 3 blocks prefilled 16k tokens 1.5–2% faster than 2 (128 registers), in two runs on the
 // 27B MLX4 shape and one on the 27B bf16 (call 67). TF_ATTN_BLOCKS (a -D through TENSORFOLD_CUDA_DEFINES) asks for
-// another count, for timing runs.
+// another count, for timing runs. attn_chunk_g6 (six query heads a block: a kv head's keys and values read once for
+// six heads, where two g3 blocks read them twice) holds 48 value sums a lane and takes 2 blocks an SM (128
+// registers); not yet timed, it runs only when asked for (attention.rs heads_per_block).
 #ifndef TF_ATTN_BLOCKS
 #define TF_ATTN_BLOCKS 3
 #endif
-#define ATTN_CHUNK(G, KV, SUFFIX)                                                                              \
-    extern "C" __global__ void __launch_bounds__(AWARPS * 32, TF_ATTN_BLOCKS) attn_chunk_g##G##SUFFIX(         \
+#define ATTN_CHUNK(G, KV, SUFFIX) ATTN_CHUNK_B(G, KV, SUFFIX, TF_ATTN_BLOCKS)
+#define ATTN_CHUNK_B(G, KV, SUFFIX, BLOCKS)                                                                    \
+    extern "C" __global__ void __launch_bounds__(AWARPS * 32, BLOCKS) attn_chunk_g##G##SUFFIX(                 \
         const float* qr, const float* qg, const float* kround, const float* vround, float* out, float* part,   \
         const u64* tables, const int* meta, const int* paths, int heads, int kvh, int hd, int row0, int nch,   \
         int rr) {                                                                                              \
@@ -401,6 +423,8 @@ ATTN_CHUNK(3, float, )
 ATTN_CHUNK(1, u16, _kvbf16)
 ATTN_CHUNK(2, u16, _kvbf16)
 ATTN_CHUNK(3, u16, _kvbf16)
+ATTN_CHUNK_B(6, float, , 2)
+ATTN_CHUNK_B(6, u16, _kvbf16, 2)
 
 // Chunks whose weights attn_merge keeps in shared memory at once (a longer row takes several batches, its sums one
 // chain across them).

@@ -45,11 +45,13 @@ const PART_FLOATS: usize = 1 << 26;
 /// for rows of more than one chunk of keys when the launch still has blocks for every SM (264 = two per SM of the
 /// H200): on the H200 (call 17) it took 16k-token prefill from 476 to 755 tok/s and decode at 16k of context from
 /// 62 to 70 tok/s, but slowed 64 rows of 64 keys by 8%, so rows of one chunk keep one head per block.
-/// `TENSORFOLD_CUDA_ATTN_GROUP=0` keeps one head per block always (for same-run comparisons).
+/// `TENSORFOLD_CUDA_ATTN_GROUP=0` keeps one head per block always (for same-run comparisons); `=6` takes six heads
+/// a block where six divide a kv head's (attn_chunk_g6: the 27B's keys and values read once a kv head, not twice;
+/// not yet timed).
 fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usize {
-    static ON: OnceLock<bool> = OnceLock::new();
-    let on =
-        *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_ATTN_GROUP").map_or(true, |v| v != "0"));
+    static MODE: OnceLock<Option<String>> = OnceLock::new();
+    let mode = MODE.get_or_init(|| std::env::var("TENSORFOLD_CUDA_ATTN_GROUP").ok());
+    let on = mode.as_deref() != Some("0");
     let per_kv = heads / kvh;
     let g = if per_kv.is_multiple_of(3) {
         3
@@ -58,16 +60,35 @@ fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usiz
     } else {
         1
     };
+    let six = if per_kv.is_multiple_of(6) { 6 } else { g };
     match GROUPING.load(Ordering::Relaxed) {
         1 => 1,
         2 => g,
-        _ if on && chunks > 1 && heads / g * rows * chunks >= 264 => g,
+        3 => six,
+        _ if on && chunks > 1 && heads / g * rows * chunks >= 264 => {
+            if mode.as_deref() == Some("6") {
+                six
+            } else {
+                g
+            }
+        }
         _ => 1,
     }
 }
 
-/// Set by the backend-ops test: 0 = by the launch's size (above), 1 = one head per block, 2 = grouped always.
+/// Set by the backend-ops test: 0 = by the launch's size (above), 1 = one head per block, 2 = grouped always, 3 =
+/// six heads a block always (where six divide).
 pub(crate) static GROUPING: AtomicU8 = AtomicU8::new(0);
+
+/// Bytes of attn_chunk's dynamic shared memory for `group` heads a block (attention.cu attn_chunk_heads): none up
+/// to 3 (static), else the queries, tile maxima and sums, and tile value sums.
+fn chunk_smem(group: usize) -> u32 {
+    if group <= 3 {
+        0
+    } else {
+        (4 * group * (HDMAX + 2 * (CHUNK / 32) + (CHUNK / 32) * HDMAX)) as u32
+    }
+}
 
 /// Head dims the shared-key kernel (`attn_block_d*`, attention_block.cu) is built for.
 pub(crate) const BLOCK_HEAD_DIMS: [usize; 4] = [32, 64, 128, 256];
@@ -481,10 +502,12 @@ pub(crate) fn gated_attention(
                 ],
             );
         } else {
-            dev.launch(
+            dev.launch_smem(
                 &kv_kernel(&format!("attn_chunk_g{group}"), dtype),
+                None,
                 ((heads / group) as u32, rows_here, nch as u32),
                 (CHUNK_WARPS * 32) as u32,
+                chunk_smem(group),
                 &[
                     Arg::P(dev.ptr(&qround)),
                     Arg::P(dev.ptr(&qg.buf)),

@@ -2,8 +2,12 @@
 //! shared memory.
 
 /// Name prefixes of the kernels that take dynamic shared memory past the default 48 KB.
-pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] =
-    &["attn_block_", "project_wgmma_gemm_", "project_wgmma_bf16"];
+pub(super) const DYNAMIC_SMEM_KERNELS: &[&str] = &[
+    "attn_block_",
+    "attn_chunk_g6",
+    "project_wgmma_gemm_",
+    "project_wgmma_bf16",
+];
 
 /// Every kernel the module must export.
 pub fn kernel_names() -> Vec<String> {
@@ -18,6 +22,7 @@ pub fn kernel_names() -> Vec<String> {
         "attn_chunk_g1",
         "attn_chunk_g2",
         "attn_chunk_g3",
+        "attn_chunk_g6",
         "attn_merge",
         "kv_keep",
         "dn_conv",
@@ -90,7 +95,13 @@ pub fn kernel_names() -> Vec<String> {
         }
     }
     // The attention kernels for bf16 KV pages (--kv-cache-dtype bf16).
-    for name in ["attn_chunk_g1", "attn_chunk_g2", "attn_chunk_g3", "kv_keep"] {
+    for name in [
+        "attn_chunk_g1",
+        "attn_chunk_g2",
+        "attn_chunk_g3",
+        "attn_chunk_g6",
+        "kv_keep",
+    ] {
         v.push(format!("{name}_kvbf16"));
     }
     v

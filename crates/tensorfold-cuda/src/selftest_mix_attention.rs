@@ -189,6 +189,8 @@ fn check_attention_kv(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng
             r
         };
         let ((one, one_long), (grouped, grouped_long)) = (run(1), run(2));
+        // Six heads a block (attn_chunk_g6, dynamic shared memory) where six divide a kv head's: the 27B's.
+        let (six, six_long) = run(3);
         // Rows of one chain through the shared-key kernel (attn_block) == through attn_chunk, bit for bit.
         let run_block = |mode: u8| {
             crate::attention::BLOCK_MODE.store(mode, std::sync::atomic::Ordering::Relaxed);
@@ -226,10 +228,22 @@ fn check_attention_kv(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng
             &grouped,
             &one,
         );
+        let one_long = [one_long.prefill, one_long.chain].concat();
         rep.same(
             &format!("{name}: grouped heads == one head, 600 keys"),
             &[grouped_long.prefill, grouped_long.chain].concat(),
-            &[one_long.prefill, one_long.chain].concat(),
+            &one_long,
+        );
+        same_run(
+            rep,
+            &format!("{name}: six heads a block == one head"),
+            &six,
+            &one,
+        );
+        rep.same(
+            &format!("{name}: six heads a block == one head, 600 keys"),
+            &[six_long.prefill, six_long.chain].concat(),
+            &one_long,
         );
     }
 }
