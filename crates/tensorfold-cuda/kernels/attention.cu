@@ -41,6 +41,9 @@ __device__ __forceinline__ float4 key_group(const KV* p) { return widen(group_ld
 // still in its round, and every path (plain, drafted, chunked, resumed) sees the same keys.
 __device__ __forceinline__ float kv_ld(const float* p) { return *p; }
 __device__ __forceinline__ float kv_ld(const u16* p) { return bf16_to_f32(*p); }
+// Stores x into a page element: as is, or rounded to bf16 (round to nearest even).
+__device__ __forceinline__ void kv_st(float* p, float x) { *p = x; }
+__device__ __forceinline__ void kv_st(u16* p, float x) { *p = f32_to_bf16_rn(x); }
 template <typename KV>
 __device__ __forceinline__ float kv_of(float x) {
     if constexpr (sizeof(KV) == 2) return bf16_to_f32(f32_to_bf16_rn(x));
@@ -496,14 +499,8 @@ __device__ __forceinline__ void kv_keep_rows(const u64* __restrict__ krounds, co
     KV* page = reinterpret_cast<KV*>(table[t / PAGE]);
     KV* vd = page + (size_t)(PAGE + t % PAGE) * row;
     for (int c = threadIdx.x; c < row; c += blockDim.x) {
-        const float k = kround[(size_t)c * rr + src], v = vround[(size_t)src * row + c];
-        if constexpr (sizeof(KV) == 2) {
-            page[key_index(c, t)] = f32_to_bf16_rn(k);
-            vd[c] = f32_to_bf16_rn(v);
-        } else {
-            page[key_index(c, t)] = k;
-            vd[c] = v;
-        }
+        kv_st(page + key_index(c, t), kround[(size_t)c * rr + src]);
+        kv_st(vd + c, vround[(size_t)src * row + c]);
     }
 }
 

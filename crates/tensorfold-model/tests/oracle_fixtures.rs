@@ -8,7 +8,6 @@ use tensorfold_core::sampling::argmax;
 use tensorfold_core::Checkpoint;
 use tensorfold_model::Qwen35;
 
-/// Max |logit − reference| allowed: f32 arithmetic against f64 over a few tiny layers.
 /// A greedy step whose reference top-2 margin is below this may legitimately flip in f32.
 const NEAR_TIE: f64 = 1e-3;
 
