@@ -40,14 +40,15 @@ const CHUNK_WARPS: usize = 8;
 /// Most floats of chunk partials one attention launch writes (256 MiB), so long prefills run in slices of rows.
 const PART_FLOATS: usize = 1 << 26;
 
-/// Query heads of one kv head that an attention block takes together (attn_chunk_g1/2/3), loading each key and
+/// Query heads of one kv head that an attention block takes together (attn_chunk_g1/2/3/6), loading each key and
 /// value once for all of them. Every choice gives each head the same arithmetic, so the same bits. Grouping pays
 /// for rows of more than one chunk of keys when the launch still has blocks for every SM (264 = two per SM of the
 /// H200): on the H200 (call 17) it took 16k-token prefill from 476 to 755 tok/s and decode at 16k of context from
-/// 62 to 70 tok/s, but slowed 64 rows of 64 keys by 8%, so rows of one chunk keep one head per block.
-/// `TENSORFOLD_CUDA_ATTN_GROUP=0` keeps one head per block always (for same-run comparisons); `=6` takes six heads
-/// a block where six divide a kv head's (attn_chunk_g6: the 27B's keys and values read once a kv head, not twice;
-/// not yet timed).
+/// 62 to 70 tok/s, but slowed 64 rows of 64 keys by 8%, so rows of one chunk keep one head per block. Six heads a
+/// block where six divide a kv head's (the 27B's 24 over 4): its keys and values are then read once a kv head, not
+/// twice, and one-stream decode on the H200 ran 5% faster at 32k of context and 2.5% at 16k than with three (call
+/// 151). `TENSORFOLD_CUDA_ATTN_GROUP=0` keeps one head per block always, `=3` at most three (for same-run
+/// comparisons).
 fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usize {
     static MODE: OnceLock<Option<String>> = OnceLock::new();
     let mode = MODE.get_or_init(|| std::env::var("TENSORFOLD_CUDA_ATTN_GROUP").ok());
@@ -66,10 +67,10 @@ fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usiz
         2 => g,
         3 => six,
         _ if on && chunks > 1 && heads / g * rows * chunks >= 264 => {
-            if mode.as_deref() == Some("6") {
-                six
-            } else {
+            if mode.as_deref() == Some("3") {
                 g
+            } else {
+                six
             }
         }
         _ => 1,
@@ -92,8 +93,6 @@ fn chunk_smem(group: usize) -> u32 {
 
 /// Head dims the shared-key kernel (`attn_block_d*`, attention_block.cu) is built for.
 pub(crate) const BLOCK_HEAD_DIMS: [usize; 4] = [32, 64, 128, 256];
-/// Threads of an attn_block block (BT).
-const BLOCK_THREADS: u32 = 256;
 /// Rows a chain needs before it takes attn_block: a 16-row chain at a short context has too few blocks for it (27B
 /// MLX4 16-row rounds 14.3 ms with attn_chunk against 14.9, call 74), a 2,048-row prompt chunk gains (see
 /// BENCHMARKS.md). `TENSORFOLD_CUDA_ATTN_BLOCK_ROWS` sets another count, for timing runs.
@@ -102,47 +101,112 @@ fn block_min_rows() -> usize {
     *ROWS.get_or_init(|| crate::device::env_usize("TENSORFOLD_CUDA_ATTN_BLOCK_ROWS").unwrap_or(128))
 }
 
-/// Set by the backend-ops test: 0 = attn_block for chains of block_min_rows() rows or more, 1 = never, 2 = for
-/// every chain (one row included).
+/// Set by the backend-ops test: 0 = attn_block for chains of block_min_rows() rows or more, in the shape the
+/// environment names (below), 1 = never, and for every chain (one row included): 2 = two keys a thread
+/// (attn_block_d*_q3), 3 = four (attn_block_d*_q3k4), 4 = sixteen warps (attn_block_d*_q3w16, head dims of 64 up;
+/// q3k4 below).
 pub(crate) static BLOCK_MODE: AtomicU8 = AtomicU8::new(0);
 
-/// Bytes of attn_block's dynamic shared memory (BlockSmem in attention_block.cu) for 16·qt columns.
-fn attn_block_smem(hd: usize, qt: usize) -> usize {
-    let (cols, tiles) = (16 * qt, CHUNK / 32);
-    4 * (cols * hd + tiles * cols * 32 + 32 * hd + 3 * tiles * cols + 2 * cols)
+/// How attn_block runs (BlockShape in attention_block.cu): `qt` (2 or 3) columns a thread, 16·qt a block; `keys` (2
+/// or 4) keys a thread scores; `warps` (8 or 16) a block. Four keys or sixteen warps score two tiles of keys at a
+/// time. Every shape gives every score and sum the same bits; the choice is timing only.
+#[derive(Clone, Copy, PartialEq, Debug)]
+struct BlockShape {
+    qt: usize,
+    keys: usize,
+    warps: usize,
 }
 
-/// The columns-per-thread of the shared-key kernel for this round, or None for attn_chunk. It takes rounds whose
-/// rows are all one chain of one slot (a prompt chunk, one stream's drafted chain): the key at each position is
-/// then the same for every row, so a block loads it once for up to 48 (row, head) columns. Its bits are
-/// attn_chunk's, so this choice is timing only. `TENSORFOLD_CUDA_ATTN_BLOCK` = 0 (never), 2 or 3 (columns per
-/// thread; 3 is the default: 48 columns a block, one block an SM; 2: 32 columns, two blocks an SM).
-fn block_kernel(dev: &Dev, meta: &[i32], heads: usize, kvh: usize, hd: usize) -> Option<usize> {
-    static QT: OnceLock<usize> = OnceLock::new();
-    let qt = *QT.get_or_init(
-        || match std::env::var("TENSORFOLD_CUDA_ATTN_BLOCK").as_deref() {
-            Ok("0") => 0,
-            Ok("2") => 2,
-            _ => 3,
-        },
-    );
+impl BlockShape {
+    const Q3: Self = Self {
+        qt: 3,
+        keys: 2,
+        warps: 8,
+    };
+    const Q3K4: Self = Self {
+        qt: 3,
+        keys: 4,
+        warps: 8,
+    };
+    const Q3W16: Self = Self {
+        qt: 3,
+        keys: 2,
+        warps: 16,
+    };
+
+    fn kernel(self, hd: usize) -> String {
+        match (self.keys, self.warps) {
+            (4, _) => format!("attn_block_d{hd}_q{}k4", self.qt),
+            (_, 16) => format!("attn_block_d{hd}_q{}w16", self.qt),
+            _ => format!("attn_block_d{hd}_q{}", self.qt),
+        }
+    }
+
+    fn threads(self) -> u32 {
+        32 * self.warps as u32
+    }
+
+    /// Bytes of attn_block's dynamic shared memory (BlockSmem in attention_block.cu): the queries, the scores of
+    /// every tile of a chunk, the keys of the tiles scored at a time, and per-tile statistics.
+    fn smem(self, hd: usize) -> usize {
+        let (cols, tiles) = (16 * self.qt, CHUNK / 32);
+        let keys = 32 * (self.keys * self.warps / 16);
+        4 * (cols * hd + tiles * cols * 32 + keys * hd + 3 * tiles * cols + 2 * cols)
+    }
+}
+
+/// The shape of the shared-key kernel for this round, or None for attn_chunk. It takes rounds whose rows are all
+/// one chain of one slot (a prompt chunk, one stream's drafted chain): the key at each position is then the same
+/// for every row, so a block loads it once for up to 48 (row, head) columns. Its bits are attn_chunk's, so this
+/// choice is timing only. `TENSORFOLD_CUDA_ATTN_BLOCK` = 0 (never), 2 (32 columns a block, two blocks an SM), 3
+/// (48 columns, one block an SM, 2 keys a thread), 3k4 (the default: 48 columns, 4 keys a thread; 2% faster 16k
+/// and 3% faster 32k 27B prefills than 3 on the H200, call 151) or 3w16 (48 columns, 16 warps; head dims of 64 up).
+fn block_kernel(
+    dev: &Dev,
+    meta: &[i32],
+    heads: usize,
+    kvh: usize,
+    hd: usize,
+) -> Option<BlockShape> {
+    static SHAPE: OnceLock<Option<BlockShape>> = OnceLock::new();
+    let chosen =
+        *SHAPE.get_or_init(
+            || match std::env::var("TENSORFOLD_CUDA_ATTN_BLOCK").as_deref() {
+                Ok("0") => None,
+                Ok("2") => Some(BlockShape {
+                    qt: 2,
+                    keys: 2,
+                    warps: 8,
+                }),
+                Ok("3") => Some(BlockShape::Q3),
+                Ok("3w16") => Some(BlockShape::Q3W16),
+                _ => Some(BlockShape::Q3K4),
+            },
+        );
     let rows = meta.len() / 5;
-    let min_rows = match BLOCK_MODE.load(Ordering::Relaxed) {
+    let (shape, min_rows) = match BLOCK_MODE.load(Ordering::Relaxed) {
         1 => return None,
-        2 => 1,
-        _ => block_min_rows(),
+        2 => (BlockShape::Q3, 1),
+        3 => (BlockShape::Q3K4, 1),
+        4 => (BlockShape::Q3W16, 1),
+        _ => (chosen?, block_min_rows()),
+    };
+    // Sixteen warps split a value row over 32 threads: head dims of 64 up.
+    let shape = if shape.warps == 16 && hd < 64 {
+        BlockShape::Q3K4
+    } else {
+        shape
     };
     let one_chain = meta[3] < 0
         && meta
             .chunks_exact(5)
             .all(|m| m[0] == meta[0] && m[2] == meta[2] && m[3] == meta[3]);
-    (qt > 0
-        && rows >= min_rows
+    (rows >= min_rows
         && one_chain
         && BLOCK_HEAD_DIMS.contains(&hd)
-        && heads / kvh <= 16 * qt
-        && attn_block_smem(hd, qt) <= dev.max_dynamic_smem())
-    .then_some(qt)
+        && heads / kvh <= 16 * shape.qt
+        && shape.smem(hd) <= dev.max_dynamic_smem())
+    .then_some(shape)
 }
 
 /// Pages of `page_words` 32-bit words (keys by dimension in groups of KEY_GROUP, then values by position, f32 or
@@ -450,10 +514,10 @@ pub(crate) fn gated_attention(
         .div_ceil(CHUNK);
     // Partials of many-chunk rows, a slice of rows at a time so the scratch stays bounded in long prefills.
     let per_row = heads * nch * (hd + 2);
-    let block_qt = block_kernel(dev, &t.meta, heads, kvh, hd);
+    let block = block_kernel(dev, &t.meta, heads, kvh, hd);
     // attn_block's blocks take rows_per_block rows each, so its slices are whole blocks (a slice of 169 rows left a
     // block of one row in each).
-    let rows_per_block = block_qt.map_or(1, |qt| 16 * qt / (heads / kvh));
+    let rows_per_block = block.map_or(1, |b| 16 * b.qt / (heads / kvh));
     let slice = if nch > 1 {
         let rows = (PART_FLOATS / per_row).clamp(1, r);
         if rows >= rows_per_block {
@@ -472,17 +536,17 @@ pub(crate) fn gated_attention(
     let group = heads_per_block(heads, kvh, r, nch);
     for row0 in (0..r).step_by(slice) {
         let rows_here = slice.min(r - row0) as u32;
-        if let Some(qt) = block_qt {
+        if let Some(b) = block {
             dev.launch_smem(
-                &kv_kernel(&format!("attn_block_d{hd}_q{qt}"), dtype),
+                &kv_kernel(&b.kernel(hd), dtype),
                 None,
                 (
                     kvh as u32,
                     rows_here.div_ceil(rows_per_block as u32),
                     nch as u32,
                 ),
-                BLOCK_THREADS,
-                attn_block_smem(hd, qt) as u32,
+                b.threads(),
+                b.smem(hd) as u32,
                 &[
                     Arg::P(dev.ptr(&qround)),
                     Arg::P(dev.ptr(&qg.buf)),

@@ -198,30 +198,39 @@ fn check_attention_kv(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng
             crate::attention::BLOCK_MODE.store(0, std::sync::atomic::Ordering::Relaxed);
             r
         };
-        let ((chunked, chunked_long), (blocked, blocked_long)) = (run_block(1), run_block(2));
-        same_run(
-            rep,
-            &format!("{name}: shared-key blocks == a block per row"),
-            &blocked,
-            &chunked,
-        );
-        rep.same(
-            &format!("{name}: shared-key blocks == a block per row, 600 keys"),
-            &[
-                blocked_long.prefill,
-                blocked_long.chain,
-                blocked_long.whole,
-                blocked_long.alone,
-            ]
-            .concat(),
-            &[
-                chunked_long.prefill,
-                chunked_long.chain,
-                chunked_long.whole,
-                chunked_long.alone,
-            ]
-            .concat(),
-        );
+        let (chunked, chunked_long) = run_block(1);
+        let chunked_long = [
+            chunked_long.prefill,
+            chunked_long.chain,
+            chunked_long.whole,
+            chunked_long.alone,
+        ]
+        .concat();
+        // Mode 2: two keys a thread; 3: four keys a thread, two tiles at a time (the default); 4: sixteen warps.
+        for (mode, what) in [
+            (2, "shared-key blocks"),
+            (3, "shared-key blocks of four keys a thread"),
+            (4, "shared-key blocks of sixteen warps"),
+        ] {
+            let (blocked, blocked_long) = run_block(mode);
+            same_run(
+                rep,
+                &format!("{name}: {what} == a block per row"),
+                &blocked,
+                &chunked,
+            );
+            rep.same(
+                &format!("{name}: {what} == a block per row, 600 keys"),
+                &[
+                    blocked_long.prefill,
+                    blocked_long.chain,
+                    blocked_long.whole,
+                    blocked_long.alone,
+                ]
+                .concat(),
+                &chunked_long,
+            );
+        }
         same_run(
             rep,
             &format!("{name}: grouped heads == one head"),

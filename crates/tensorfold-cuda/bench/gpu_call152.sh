@@ -1,0 +1,36 @@
+#!/bin/bash
+# gpu_call152.sh FINAL BUDGET_S BIN: the defaults call 151 chose (six query heads a block for long-context decode,
+# attn_chunk_g6; prompt attention scoring four keys a thread, attn_block_d*_q3k4), checked, and one more prompt
+# attention shape against them: sixteen warps a block (attn_block_d*_q3w16, TENSORFOLD_CUDA_ATTN_BLOCK=3w16; call
+# 151's Nsight Compute run found attn_block issuing in 42% of cycles with 2 warps a scheduler, its occupancy held by
+# registers and shared memory). First every check; then on the 27B MLX4 shape `bench --at-context` (2k, 16k and 32k
+# prefills, one-stream decode at each), the new defaults and w16 alternating, and main's before (g3 and q3) once;
+# then, budget allowing, the 27B bf16 shape's 16k prefill with the faster prompt kernel.
+FINAL=${1:?out dir}; BUDGET=${2:-420}; BIN=${3:?binary}
+. "$(dirname "$0")/steps.sh"
+mkdir -p "$FINAL"
+full_check "$BIN"
+M=/dev/shm/s27m4
+step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
+ctx() {
+  local name=$1 model=$2 lens=$3; shift 3
+  step "$name" 45 env "$@" "$BIN" bench --device cuda --model $model --at-context --prefill-lens $lens
+  grep -E 'prefill|decode at' "$OUT/$name.log" | cut -c1-110 | sed "s/^/$name /"
+}
+L=2048,16384,32768
+for r in 1 2; do
+  ctx new-$r $M $L
+  ctx w16-$r $M $L TENSORFOLD_CUDA_ATTN_BLOCK=3w16
+done
+ctx main $M $L TENSORFOLD_CUDA_ATTN_BLOCK=3 TENSORFOLD_CUDA_ATTN_GROUP=3
+rm -rf $M
+# The issue's prefill target: the 27B bf16 shape at 16k (call 143: 1,983 tok/s on the H200), with whichever of
+# k4 and w16 was faster above at 16k.
+best=$(awk '/prefill 16384/ {split(FILENAME, f, "/"); n=f[length(f)]; sub(/-[0-9]\.log/, "", n); s[n]+=$(NF-5)} END {print (s["w16"] > s["new"]) ? "3w16" : "3k4"}' "$OUT"/new-*.log "$OUT"/w16-*.log 2>/dev/null)
+echo "faster at 16k: $best"
+B=/dev/shm/s27bf
+step synth-27b-bf16 80 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $B
+ctx bf16-16k $B 16384 TENSORFOLD_CUDA_ATTN_BLOCK=$best
+ctx bf16-16k-main $B 16384 TENSORFOLD_CUDA_ATTN_BLOCK=3 TENSORFOLD_CUDA_ATTN_GROUP=3
+rm -rf $B
+finish "$FINAL"
