@@ -23,6 +23,14 @@ for r in 1 2; do
   ctx w16-$r $M $L TENSORFOLD_CUDA_ATTN_BLOCK=3w16
 done
 ctx main $M $L TENSORFOLD_CUDA_ATTN_BLOCK=3 TENSORFOLD_CUDA_ATTN_GROUP=3
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1)
+# Call 151's Nsight Compute launch again, for the sixteen-warp kernel: does it issue more often?
+step ncu-w16 60 env TENSORFOLD_CUDA_ATTN_BLOCK=3w16 "$NCU" --kernel-name attn_block_d256_q3w16 --launch-skip 4 \
+  --launch-count 1 --section SpeedOfLight --section SchedulerStats --section WarpStateStats --section Occupancy \
+  --section ComputeWorkloadAnalysis \
+  "$BIN" run --device cuda --model $M --prompt-ids "$(seq -s, 1 2048)" --max-tokens 2 --ignore-eos
+grep -E "Duration|Issued Ipc|Eligible|Active Warps Per|Warp Cycles Per Issued|Achieved Occupancy" \
+  "$OUT/ncu-w16.log" | head -12 | sed "s/^/ncu-w16 /"
 rm -rf $M
 # The issue's prefill target: the 27B bf16 shape at 16k (call 143: 1,983 tok/s on the H200), with whichever of
 # k4 and w16 was faster above at 16k.
