@@ -12,17 +12,12 @@ mkdir -p "$FINAL"
 full_check "$BIN"
 M=/dev/shm/s27m4
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
-ctx() {
-  local name=$1 model=$2 lens=$3; shift 3
-  step "$name" 45 env "$@" "$BIN" bench --device cuda --model $model --at-context --prefill-lens $lens
-  grep -E 'prefill|decode at' "$OUT/$name.log" | cut -c1-110 | sed "s/^/$name /"
-}
 L=2048,16384,32768
 for r in 1 2; do
-  ctx new-$r $M $L
-  ctx w16-$r $M $L TENSORFOLD_CUDA_ATTN_BLOCK=3w16
+  at_context new-$r $M $L
+  at_context w16-$r $M $L TENSORFOLD_CUDA_ATTN_BLOCK=3w16
 done
-ctx main $M $L TENSORFOLD_CUDA_ATTN_BLOCK=3 TENSORFOLD_CUDA_ATTN_GROUP=3
+at_context main $M $L TENSORFOLD_CUDA_ATTN_BLOCK=3 TENSORFOLD_CUDA_ATTN_GROUP=3
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1)
 # Call 151's Nsight Compute launch again, for the sixteen-warp kernel: does it issue more often?
 step ncu-w16 60 env TENSORFOLD_CUDA_ATTN_BLOCK=3w16 "$NCU" --kernel-name attn_block_d256_q3w16 --launch-skip 4 \
@@ -38,7 +33,7 @@ best=$(awk '/prefill 16384/ {split(FILENAME, f, "/"); n=f[length(f)]; sub(/-[0-9
 echo "faster at 16k: $best"
 B=/dev/shm/s27bf
 step synth-27b-bf16 80 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $B
-ctx bf16-16k $B 16384 TENSORFOLD_CUDA_ATTN_BLOCK=$best
-ctx bf16-16k-main $B 16384 TENSORFOLD_CUDA_ATTN_BLOCK=3 TENSORFOLD_CUDA_ATTN_GROUP=3
+at_context bf16-16k $B 16384 TENSORFOLD_CUDA_ATTN_BLOCK=$best
+at_context bf16-16k-main $B 16384 TENSORFOLD_CUDA_ATTN_BLOCK=3 TENSORFOLD_CUDA_ATTN_GROUP=3
 rm -rf $B
 finish "$FINAL"

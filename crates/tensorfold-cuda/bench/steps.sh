@@ -136,3 +136,11 @@ serve_twice() {
   done
   grep -E "panicked|rror" "$OUT/$name-serve.log" | head -4 | sed "s/^/$name-serve /"
 }
+
+# `at_context NAME MODEL LENS [ENV...]`: `bench --at-context` (each prefill of LENS, then one-stream decode at that
+# context) on MODEL under the environment settings ENV, logged as NAME; prints its prefill and decode lines.
+at_context() {
+  local name=$1 model=$2 lens=$3; shift 3
+  step "$name" 45 env "$@" "$BIN" bench --device cuda --model "$model" --at-context --prefill-lens "$lens"
+  grep -E 'prefill|decode at' "$OUT/$name.log" | cut -c1-110 | sed "s/^/$name /"
+}
