@@ -1,11 +1,11 @@
 #!/bin/bash
-# gpu_call152.sh FINAL BUDGET_S BIN: the defaults call 151 chose (six query heads a block for long-context decode,
-# attn_chunk_g6; prompt attention scoring four keys a thread, attn_block_d*_q3k4), checked, and one more prompt
-# attention shape against them: sixteen warps a block (attn_block_d*_q3w16, TENSORFOLD_CUDA_ATTN_BLOCK=3w16; call
+# gpu_call152.sh FINAL BUDGET_S BIN: BIN built with bench/logs/call152/sixteen_warps.patch (not on main): attn_block
+# generalised over warps, with a sixteen-warp shape (attn_block_d*_q3w16, TENSORFOLD_CUDA_ATTN_BLOCK=3w16; call
 # 151's Nsight Compute run found attn_block issuing in 42% of cycles with 2 warps a scheduler, its occupancy held by
-# registers and shared memory). First every check; then on the 27B MLX4 shape `bench --at-context` (2k, 16k and 32k
-# prefills, one-stream decode at each), the new defaults and w16 alternating, and main's before (g3 and q3) once;
-# then, budget allowing, the 27B bf16 shape's 16k prefill with the faster prompt kernel.
+# registers and shared memory), timed against the default of main (q3k4, which the patch builds from the same
+# generic code). First every check (backend-ops compares all shapes with a block per row, bit for bit); then on the
+# 27B MLX4 shape `bench --at-context` (2k, 16k and 32k prefills, one-stream decode at each), the default and w16
+# alternating, and main's before (g3 and q3) once; then, budget allowing, the 27B bf16 shape's 16k prefill.
 FINAL=${1:?out dir}; BUDGET=${2:-420}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"

@@ -93,6 +93,8 @@ fn chunk_smem(group: usize) -> u32 {
 
 /// Head dims the shared-key kernel (`attn_block_d*`, attention_block.cu) is built for.
 pub(crate) const BLOCK_HEAD_DIMS: [usize; 4] = [32, 64, 128, 256];
+/// Threads of an attn_block block (BT).
+const BLOCK_THREADS: u32 = 256;
 /// Rows a chain needs before it takes attn_block: a 16-row chain at a short context has too few blocks for it (27B
 /// MLX4 16-row rounds 14.3 ms with attn_chunk against 14.9, call 74), a 2,048-row prompt chunk gains (see
 /// BENCHMARKS.md). `TENSORFOLD_CUDA_ATTN_BLOCK_ROWS` sets another count, for timing runs.
@@ -103,55 +105,34 @@ fn block_min_rows() -> usize {
 
 /// Set by the backend-ops test: 0 = attn_block for chains of block_min_rows() rows or more, in the shape the
 /// environment names (below), 1 = never, and for every chain (one row included): 2 = two keys a thread
-/// (attn_block_d*_q3), 3 = four (attn_block_d*_q3k4), 4 = sixteen warps (attn_block_d*_q3w16, head dims of 64 up;
-/// q3k4 below).
+/// (attn_block_d*_q3), 3 = four (attn_block_d*_q3k4).
 pub(crate) static BLOCK_MODE: AtomicU8 = AtomicU8::new(0);
 
-/// How attn_block runs (BlockShape in attention_block.cu): `qt` (2 or 3) columns a thread, 16·qt a block; `keys` (2
-/// or 4) keys a thread scores; `warps` (8 or 16) a block. Four keys or sixteen warps score two tiles of keys at a
-/// time. Every shape gives every score and sum the same bits; the choice is timing only.
+/// How attn_block runs (attention_block.cu): `qt` (2 or 3) columns a thread, 16·qt a block, and `keys` (2 or 4)
+/// keys a thread scores (4: two tiles of keys at a time, attn_block_d*_q3k4, only with qt 3). Every shape gives
+/// every score and sum the same bits; the choice is timing only.
 #[derive(Clone, Copy, PartialEq, Debug)]
 struct BlockShape {
     qt: usize,
     keys: usize,
-    warps: usize,
 }
 
 impl BlockShape {
-    const Q3: Self = Self {
-        qt: 3,
-        keys: 2,
-        warps: 8,
-    };
-    const Q3K4: Self = Self {
-        qt: 3,
-        keys: 4,
-        warps: 8,
-    };
-    const Q3W16: Self = Self {
-        qt: 3,
-        keys: 2,
-        warps: 16,
-    };
+    const Q3: Self = Self { qt: 3, keys: 2 };
+    const Q3K4: Self = Self { qt: 3, keys: 4 };
 
     fn kernel(self, hd: usize) -> String {
-        match (self.keys, self.warps) {
-            (4, _) => format!("attn_block_d{hd}_q{}k4", self.qt),
-            (_, 16) => format!("attn_block_d{hd}_q{}w16", self.qt),
+        match self.keys {
+            4 => format!("attn_block_d{hd}_q{}k4", self.qt),
             _ => format!("attn_block_d{hd}_q{}", self.qt),
         }
-    }
-
-    fn threads(self) -> u32 {
-        32 * self.warps as u32
     }
 
     /// Bytes of attn_block's dynamic shared memory (BlockSmem in attention_block.cu): the queries, the scores of
     /// every tile of a chunk, the keys of the tiles scored at a time, and per-tile statistics.
     fn smem(self, hd: usize) -> usize {
         let (cols, tiles) = (16 * self.qt, CHUNK / 32);
-        let keys = 32 * (self.keys * self.warps / 16);
-        4 * (cols * hd + tiles * cols * 32 + keys * hd + 3 * tiles * cols + 2 * cols)
+        4 * (cols * hd + tiles * cols * 32 + 16 * self.keys * hd + 3 * tiles * cols + 2 * cols)
     }
 }
 
@@ -159,8 +140,8 @@ impl BlockShape {
 /// one chain of one slot (a prompt chunk, one stream's drafted chain): the key at each position is then the same
 /// for every row, so a block loads it once for up to 48 (row, head) columns. Its bits are attn_chunk's, so this
 /// choice is timing only. `TENSORFOLD_CUDA_ATTN_BLOCK` = 0 (never), 2 (32 columns a block, two blocks an SM), 3
-/// (48 columns, one block an SM, 2 keys a thread), 3k4 (the default: 48 columns, 4 keys a thread; 2% faster 16k
-/// and 3% faster 32k 27B prefills than 3 on the H200, call 151) or 3w16 (48 columns, 16 warps; head dims of 64 up).
+/// (48 columns, one block an SM, 2 keys a thread) or 3k4 (the default: 48 columns, 4 keys a thread; 2% faster 16k
+/// and 3% faster 32k 27B prefills than 3 on the H200, call 151).
 fn block_kernel(
     dev: &Dev,
     meta: &[i32],
@@ -173,13 +154,8 @@ fn block_kernel(
         *SHAPE.get_or_init(
             || match std::env::var("TENSORFOLD_CUDA_ATTN_BLOCK").as_deref() {
                 Ok("0") => None,
-                Ok("2") => Some(BlockShape {
-                    qt: 2,
-                    keys: 2,
-                    warps: 8,
-                }),
+                Ok("2") => Some(BlockShape { qt: 2, keys: 2 }),
                 Ok("3") => Some(BlockShape::Q3),
-                Ok("3w16") => Some(BlockShape::Q3W16),
                 _ => Some(BlockShape::Q3K4),
             },
         );
@@ -188,14 +164,7 @@ fn block_kernel(
         1 => return None,
         2 => (BlockShape::Q3, 1),
         3 => (BlockShape::Q3K4, 1),
-        4 => (BlockShape::Q3W16, 1),
         _ => (chosen?, block_min_rows()),
-    };
-    // Sixteen warps split a value row over 32 threads: head dims of 64 up.
-    let shape = if shape.warps == 16 && hd < 64 {
-        BlockShape::Q3K4
-    } else {
-        shape
     };
     let one_chain = meta[3] < 0
         && meta
@@ -545,7 +514,7 @@ pub(crate) fn gated_attention(
                     rows_here.div_ceil(rows_per_block as u32),
                     nch as u32,
                 ),
-                b.threads(),
+                BLOCK_THREADS,
                 b.smem(hd) as u32,
                 &[
                     Arg::P(dev.ptr(&qround)),

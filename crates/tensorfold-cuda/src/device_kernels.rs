@@ -89,8 +89,7 @@ pub fn kernel_names() -> Vec<String> {
         }
     }
     for hd in crate::attention::BLOCK_HEAD_DIMS {
-        let sixteen_warps = if hd >= 64 { &["3w16"][..] } else { &[] };
-        for qt in ["2", "3", "3k4"].iter().chain(sixteen_warps) {
+        for qt in ["2", "3", "3k4"] {
             v.push(format!("attn_block_d{hd}_q{qt}"));
             v.push(format!("attn_block_d{hd}_q{qt}_kvbf16"));
         }

@@ -206,11 +206,10 @@ fn check_attention_kv(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng
             chunked_long.alone,
         ]
         .concat();
-        // Mode 2: two keys a thread; 3: four keys a thread, two tiles at a time (the default); 4: sixteen warps.
+        // Mode 2: two keys a thread; 3: four keys a thread, two tiles at a time (the default).
         for (mode, what) in [
             (2, "shared-key blocks"),
             (3, "shared-key blocks of four keys a thread"),
-            (4, "shared-key blocks of sixteen warps"),
         ] {
             let (blocked, blocked_long) = run_block(mode);
             same_run(
