@@ -56,8 +56,8 @@ pub struct AttnSpec {
 /// How a backend stores committed keys and values. `Bf16` rounds every key (after its norm and RoPE) and value to
 /// bf16 where it is made, on every path alike (plain, drafted, chunked, resumed), so the equalities hold as with
 /// `F32`; the pages then hold half the bytes, so twice the tokens fit, at the cost of closeness to the float64
-/// reference; on the GPU decode is 2–3% slower at 2k of context and 2–6% faster at 32k (BENCHMARKS.md §7,
-/// calls 148–150).
+/// reference; on the H200 decode is 4% slower at 2k of context and 0–1% slower at 16k and 32k (BENCHMARKS.md §7,
+/// call 151).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KvDtype {
     #[default]

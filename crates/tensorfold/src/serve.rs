@@ -70,7 +70,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub kv_cache_gib: Option<f64>,
     /// How the KV cache stores keys and values: f32 (closest to the float64 reference), or bf16 (twice the tokens
-    /// in the same memory; on the GPU a little slower at short contexts and faster at long ones; every equality
+    /// in the same memory; on the GPU up to 4% slower at short contexts, within 1% at long ones; every equality
     /// still holds; see README).
     #[arg(long, default_value = "f32")]
     pub kv_cache_dtype: tensorfold_backend::KvDtype,
