@@ -9,13 +9,13 @@
 // memory for all of them, and each thread computes a small tile of scores (2 keys × QT columns) and of value sums
 // (QT columns × HD/16 dimensions) from registers.
 //
-// Grid (kv heads, ceil(rows / R), chunks), BT threads, dynamic shared memory (attn_block_smem in attention.rs):
+// Grid (kv heads, ceil(rows / R), chunks), BT threads, dynamic shared memory (BlockShape::smem in attention.rs):
 // rows row0 + R·blockIdx.y … (R = 16·QT / heads-per-kv-head), all of one slot with the same committed length and
 // the same chain path root (the host checks this), so the key at each position is the same for all of them.
 
 #define BT 256  // threads of an attn_block block (8 warps: the tile loads below count on it)
 
-// Floats of each region (the host mirrors this: attention.rs attn_block_smem). KP is the keys a thread scores (2:
+// Floats of each region (the host mirrors this: attention.rs BlockShape::smem). KP is the keys a thread scores (2:
 // one tile of 32 keys at a time; 4: two tiles, 64 keys, at a time).
 template <int HD, int QT, int KP>
 struct BlockSmem {
@@ -189,7 +189,7 @@ __device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, con
     float* cmaxs = ew + L::STAT;
     float* csum = cmaxs + BQ;
     __shared__ int ncol[BQ];                  // keys of each column's row (0: no such column)
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = threadIdx.x;
     const int gq = heads / kvh, R = BQ / gq, kh = blockIdx.x;
     const int i0 = row0 + R * blockIdx.y, c = blockIdx.z, first = c * ACH;
     const int rc = min(R, rows_end - i0), C = rc * gq;

@@ -62,17 +62,12 @@ fn heads_per_block(heads: usize, kvh: usize, rows: usize, chunks: usize) -> usiz
         1
     };
     let six = if per_kv.is_multiple_of(6) { 6 } else { g };
+    let widest = if mode.as_deref() == Some("3") { g } else { six };
     match GROUPING.load(Ordering::Relaxed) {
         1 => 1,
         2 => g,
         3 => six,
-        _ if on && chunks > 1 && heads / g * rows * chunks >= 264 => {
-            if mode.as_deref() == Some("3") {
-                g
-            } else {
-                six
-            }
-        }
+        _ if on && chunks > 1 && heads / g * rows * chunks >= 264 => widest,
         _ => 1,
     }
 }

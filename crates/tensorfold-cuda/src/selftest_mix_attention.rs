@@ -199,13 +199,7 @@ fn check_attention_kv(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng
             r
         };
         let (chunked, chunked_long) = run_block(1);
-        let chunked_long = [
-            chunked_long.prefill,
-            chunked_long.chain,
-            chunked_long.whole,
-            chunked_long.alone,
-        ]
-        .concat();
+        let chunked_long = chunked_long.all();
         // Mode 2: two keys a thread; 3: four keys a thread, two tiles at a time (the default).
         for (mode, what) in [
             (2, "shared-key blocks"),
@@ -220,13 +214,7 @@ fn check_attention_kv(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng
             );
             rep.same(
                 &format!("{name}: {what} == a block per row, 600 keys"),
-                &[
-                    blocked_long.prefill,
-                    blocked_long.chain,
-                    blocked_long.whole,
-                    blocked_long.alone,
-                ]
-                .concat(),
+                &blocked_long.all(),
                 &chunked_long,
             );
         }
@@ -265,6 +253,13 @@ struct LongRun {
     /// Slot 0's 600 rows as one round alone, and its 3-row chain alone.
     whole: Vec<f32>,
     alone: Vec<f32>,
+}
+
+impl LongRun {
+    /// Everything the scenario produced, in one vector.
+    fn all(self) -> Vec<f32> {
+        [self.prefill, self.chain, self.whole, self.alone].concat()
+    }
 }
 
 /// Attention rows whose keys span several chunk blocks (merged by attn_merge on the device).
