@@ -100,11 +100,12 @@ fn block_min_rows() -> usize {
 
 /// Set by the backend-ops test: 0 = attn_block for chains of block_min_rows() rows or more, in the shape the
 /// environment names (below), 1 = never, and for every chain (one row included): 2 = two keys a thread
-/// (attn_block_d*_q3), 3 = four (attn_block_d*_q3k4).
+/// (attn_block_d*_q3), 3 = four (attn_block_d*_q3k4), 4 = a chain of eight a lane (attn_block_d*_q3k8).
 pub(crate) static BLOCK_MODE: AtomicU8 = AtomicU8::new(0);
 
-/// How attn_block runs (attention_block.cu): `qt` (2 or 3) columns a thread, 16·qt a block, and `keys` (2 or 4)
-/// keys a thread scores (4: two tiles of keys at a time, attn_block_d*_q3k4, only with qt 3). Every shape gives
+/// How attn_block runs (attention_block.cu): `qt` (2 or 3) columns a thread, 16·qt a block, and `keys` (2, 4 or 8)
+/// keys a thread scores (4: two tiles of keys at a time, attn_block_d*_q3k4, only with qt 3; 8: two tiles, one of
+/// a score's four chains a lane and 6 columns a warp, attn_block_d*_q3k8, attention_lanes.cu). Every shape gives
 /// every score and sum the same bits; the choice is timing only.
 #[derive(Clone, Copy, PartialEq, Debug)]
 struct BlockShape {
@@ -115,10 +116,11 @@ struct BlockShape {
 impl BlockShape {
     const Q3: Self = Self { qt: 3, keys: 2 };
     const Q3K4: Self = Self { qt: 3, keys: 4 };
+    const Q3K8: Self = Self { qt: 3, keys: 8 };
 
     fn kernel(self, hd: usize) -> String {
         match self.keys {
-            4 => format!("attn_block_d{hd}_q{}k4", self.qt),
+            4 | 8 => format!("attn_block_d{hd}_q{}k{}", self.qt, self.keys),
             _ => format!("attn_block_d{hd}_q{}", self.qt),
         }
     }
@@ -127,7 +129,8 @@ impl BlockShape {
     /// every tile of a chunk, the keys of the tiles scored at a time, and per-tile statistics.
     fn smem(self, hd: usize) -> usize {
         let (cols, tiles) = (16 * self.qt, CHUNK / 32);
-        4 * (cols * hd + tiles * cols * 32 + 16 * self.keys * hd + 3 * tiles * cols + 2 * cols)
+        let keys = if self.keys == 2 { 32 } else { 64 };
+        4 * (cols * hd + tiles * cols * 32 + keys * hd + 3 * tiles * cols + 2 * cols)
     }
 }
 
@@ -135,8 +138,9 @@ impl BlockShape {
 /// one chain of one slot (a prompt chunk, one stream's drafted chain): the key at each position is then the same
 /// for every row, so a block loads it once for up to 48 (row, head) columns. Its bits are attn_chunk's, so this
 /// choice is timing only. `TENSORFOLD_CUDA_ATTN_BLOCK` = 0 (never), 2 (32 columns a block, two blocks an SM), 3
-/// (48 columns, one block an SM, 2 keys a thread) or 3k4 (the default: 48 columns, 4 keys a thread; 2% faster 16k
-/// and 3% faster 32k 27B prefills than 3 on the H200, call 151).
+/// (48 columns, one block an SM, 2 keys a thread), 3k4 (48 columns, 4 keys a thread; 2% faster 16k and 3% faster
+/// 32k 27B prefills than 3 on the H200, call 151) or 3k8 (the default: 48 columns, a chain a lane; 3% faster 16k
+/// and 4% faster 32k 27B prefills than 3k4 on an H100, call 154).
 fn block_kernel(
     dev: &Dev,
     meta: &[i32],
@@ -151,7 +155,8 @@ fn block_kernel(
                 Ok("0") => None,
                 Ok("2") => Some(BlockShape { qt: 2, keys: 2 }),
                 Ok("3") => Some(BlockShape::Q3),
-                _ => Some(BlockShape::Q3K4),
+                Ok("3k4") => Some(BlockShape::Q3K4),
+                _ => Some(BlockShape::Q3K8),
             },
         );
     let rows = meta.len() / 5;
@@ -159,6 +164,7 @@ fn block_kernel(
         1 => return None,
         2 => (BlockShape::Q3, 1),
         3 => (BlockShape::Q3K4, 1),
+        4 => (BlockShape::Q3K8, 1),
         _ => (chosen?, block_min_rows()),
     };
     let one_chain = meta[3] < 0

@@ -89,7 +89,7 @@ pub fn kernel_names() -> Vec<String> {
         }
     }
     for hd in crate::attention::BLOCK_HEAD_DIMS {
-        for qt in ["2", "3", "3k4"] {
+        for qt in ["2", "3", "3k4", "3k8"] {
             v.push(format!("attn_block_d{hd}_q{qt}"));
             v.push(format!("attn_block_d{hd}_q{qt}_kvbf16"));
         }

@@ -29,6 +29,14 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("rowwise.cu", include_str!("../kernels/rowwise.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     (
+        "attention_tiles.cu",
+        include_str!("../kernels/attention_tiles.cu"),
+    ),
+    (
+        "attention_lanes.cu",
+        include_str!("../kernels/attention_lanes.cu"),
+    ),
+    (
         "attention_block.cu",
         include_str!("../kernels/attention_block.cu"),
     ),

@@ -200,10 +200,11 @@ fn check_attention_kv(rep: &mut Report, cpu: &CpuBackend, gpu: &CudaBackend, rng
         };
         let (chunked, chunked_long) = run_block(1);
         let chunked_long = chunked_long.all();
-        // Mode 2: two keys a thread; 3: four keys a thread, two tiles at a time (the default).
+        // Mode 2: two keys a thread; 3: four keys a thread, two tiles at a time; 4: a chain a lane (the default).
         for (mode, what) in [
             (2, "shared-key blocks"),
             (3, "shared-key blocks of four keys a thread"),
+            (4, "shared-key blocks of a chain a lane"),
         ] {
             let (blocked, blocked_long) = run_block(mode);
             same_run(

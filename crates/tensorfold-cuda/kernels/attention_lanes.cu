@@ -1,0 +1,220 @@
+// attention_lanes.cu: attn_block's two passes with each of a score's four chains on its own lane
+// (attn_block_d*_q3k8): the same chains, sums and folds as attention_block.cu's other shapes, so the same bits,
+// with a third of their shared-memory traffic per fma.
+//
+// Why: Nsight Compute on the 27B's prompt attention (calls 151 and 153) found it held by shared memory, not by its
+// fmas: 83M load wavefronts against 45M warp fmas in one launch (the SM serves one wavefront a cycle and four warp
+// fmas), L1 66% busy and the fma pipes 35%. A 128-bit shared load costs four wavefronts whatever its addresses, so
+// the loads that broadcast one column's query to many lanes were as dear as those that bring distinct keys. Here a
+// warp takes six columns and 64 keys; lane (kx, e) runs chain e (dimensions e, e + 4, …) of keys 4kx … 4kx + 3 of
+// both tiles for all six columns: per 4 dimensions 2 key loads (128-bit, distinct) and 6 query loads (32-bit, four
+// addresses a warp) for 48 fmas, 14 wavefronts where the other shapes take 28. The chains meet by two shuffles,
+// ((a0 + a1) + (a2 + a3)) as block_score adds them (a float sum is the same in either order). In pass 2 a warp's
+// lanes take distinct dimensions of its six columns' value sums: per key 8 wavefronts of values and 6 of weights
+// for 48 fmas, where 16 × 2 lanes took 19.
+
+// Pass 1 over the chunk's tiles, two at a time: scores into ps, each tile's statistics (block_tile_stats).
+template <int HD, int BQ, typename KV>
+__device__ __forceinline__ void block_scores_lanes(const float* qs, float* ps, float* kv, float* tmax, float* tsum,
+                                                   const int* ncol, int T, int first, int nmax, int clen,
+                                                   const u64* pages, const float* kround, const int* m,
+                                                   const int* paths, int rr, int off, float scale) {
+    constexpr int WC = BQ / (BT / 32);  // columns a warp
+    static_assert(WC % 2 == 0, "a warp's columns split in halves");
+    constexpr int HC = WC / 2;
+    const int lane = threadIdx.x & 31, c0 = WC * (threadIdx.x >> 5);
+    const int kx = lane & 7, e = lane >> 3;  // keys 4kx … 4kx + 3 of each tile of the pair; chain e
+    // After the two shuffles lane e holds tile (e & 1) of the pair, columns c0 + HC·(e >> 1) …
+    const bool odd = e & 1, upper = e >> 1;
+    float ka[HD / 8], kb[HD / 8];
+    block_keys_load<HD, KV>(ka, first, nmax, clen, pages, kround, m, paths, rr, off);
+    if (T > 1) block_keys_load<HD, KV>(kb, first + 32, nmax, clen, pages, kround, m, paths, rr, off);
+    for (int tp = 0; 2 * tp < T; ++tp) {
+        const int ta = 2 * tp, tb = ta + 1;
+        block_keys_store<HD>(ka, kv, 64, 0);
+        if (tb < T) block_keys_store<HD>(kb, kv, 64, 32);
+        __syncthreads();  // keys in (and, from the second pair on, the previous pair's statistics done)
+        if (ta + 2 < T) block_keys_load<HD, KV>(ka, first + 32 * (ta + 2), nmax, clen, pages, kround, m, paths, rr, off);
+        if (tb + 2 < T) block_keys_load<HD, KV>(kb, first + 32 * (tb + 2), nmax, clen, pages, kround, m, paths, rr, off);
+        float a[WC][8];  // a[c][j]: chain e of column c0 + c, key j (j < 4: tile ta, key 4kx + j; else tile tb)
+#pragma unroll
+        for (int c = 0; c < WC; ++c)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) a[c][j] = 0.0f;
+#pragma unroll 2
+        for (int d4 = 0; d4 < HD / 4; ++d4) {
+            const float* kr = kv + (4 * d4 + e) * 64 + 4 * kx;
+            const float4 x = *reinterpret_cast<const float4*>(kr), y = *reinterpret_cast<const float4*>(kr + 32);
+            const float kk[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+            for (int c = 0; c < WC; ++c) {
+                const float q = qs[(c0 + c) * HD + 4 * d4 + e];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) a[c][j] = fmaf(q, kk[j], a[c][j]);
+            }
+        }
+        // Chains e and e ^ 1 added (lanes 8 apart), each lane keeping one tile's keys; then that and the other
+        // pair's sum (lanes 16 apart), each lane keeping half the columns.
+        float s1[WC][4];
+#pragma unroll
+        for (int c = 0; c < WC; ++c)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float got = __shfl_xor_sync(FULL_MASK, odd ? a[c][j] : a[c][j + 4], 8);
+                s1[c][j] = (odd ? a[c][j + 4] : a[c][j]) + got;
+            }
+        float s2[HC][4];
+#pragma unroll
+        for (int c = 0; c < HC; ++c)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float got = __shfl_xor_sync(FULL_MASK, upper ? s1[c][j] : s1[c + HC][j], 16);
+                s2[c][j] = (upper ? s1[c + HC][j] : s1[c][j]) + got;
+            }
+        const int tt = ta + odd, t0 = first + 32 * tt, k0 = t0 + 4 * kx;
+        if (tt < T) {
+#pragma unroll
+            for (int c = 0; c < HC; ++c) {
+                const int col = c0 + HC * upper + c, n = ncol[col];
+                float4 s;
+                s.x = k0 < n ? s2[c][0] * scale : NEG_INF;
+                s.y = k0 + 1 < n ? s2[c][1] * scale : NEG_INF;
+                s.z = k0 + 2 < n ? s2[c][2] * scale : NEG_INF;
+                s.w = k0 + 3 < n ? s2[c][3] * scale : NEG_INF;
+                reinterpret_cast<float4*>(ps + (tt * BQ + col) * 32)[kx] = s;
+            }
+        }
+        __syncthreads();  // scores in; the keys may be overwritten
+        block_tile_stats<BQ>(ps, tmax, tsum, ncol, ta, first + 32 * ta);
+        if (tb < T) block_tile_stats<BQ>(ps, tmax, tsum, ncol, tb, first + 32 * tb);
+    }
+}
+
+// Values of key u of the tile in shared memory ([32][HD]) at this lane's dimensions VEC·(lane + 32·v) … + VEC − 1.
+template <int HD, int VEC, int NV>
+__device__ __forceinline__ void lane_value_load(const float* kv, int u, int lane, float (&vv)[NV][VEC]) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+        const float* x = kv + u * HD + VEC * (lane + 32 * v);
+        if constexpr (VEC == 4) {
+            const float4 w = *reinterpret_cast<const float4*>(x);
+            vv[v][0] = w.x;
+            vv[v][1] = w.y;
+            vv[v][2] = w.z;
+            vv[v][3] = w.w;
+        } else if constexpr (VEC == 2) {
+            const float2 w = *reinterpret_cast<const float2*>(x);
+            vv[v][0] = w.x;
+            vv[v][1] = w.y;
+        } else {
+            vv[v][0] = x[0];
+        }
+    }
+}
+
+// Pass 2: the chunk's value sums of a warp's columns (tile_values per tile, folded by the merge weights ew in tile
+// order), then its partials, or the output of a row with one chunk (attn_merge's arithmetic for one chunk).
+template <int HD, int BQ, typename KV>
+__device__ __forceinline__ void block_values_lanes(const float* ps, float* kv, const float* ew, const float* cmaxs,
+                                                   const float* csum, const int* ncol, int T, int first, int nmin,
+                                                   int nmax, int clen, const u64* pages, const float* vround,
+                                                   const int* m, const int* paths, int row, int off, int C, int i0,
+                                                   int gq, int kh, int heads, const float* qg, float* out,
+                                                   float* part, int row0, int nch, int c) {
+    constexpr int WC = BQ / (BT / 32);
+    constexpr int VEC = HD >= 128 ? 4 : HD / 32;  // dimensions a value load carries
+    constexpr int NV = HD / (32 * VEC);           // value loads a lane makes per key
+    const int lane = threadIdx.x & 31, c0 = WC * (threadIdx.x >> 5);
+    float acc[WC][NV][VEC];
+#pragma unroll
+    for (int q = 0; q < WC; ++q)
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) acc[q][v][e] = 0.0f;
+    float4 vt[HD / 32];
+    block_values_load<HD, KV>(vt, first, nmax, clen, pages, vround, m, paths, row, off);
+    for (int tt = 0; tt < T; ++tt) {
+        const int t0 = first + 32 * tt;
+        __syncthreads();  // the merge weights are in and the previous tile's values are read
+        block_values_store<HD>(vt, kv);
+        __syncthreads();
+        if (tt + 1 < T) block_values_load<HD, KV>(vt, t0 + 32, nmax, clen, pages, vround, m, paths, row, off);
+        int cnt[WC];
+#pragma unroll
+        for (int q = 0; q < WC; ++q) cnt[q] = min(32, max(0, ncol[c0 + q] - t0));
+        float o[WC][NV][VEC];
+#pragma unroll
+        for (int q = 0; q < WC; ++q)
+#pragma unroll
+            for (int v = 0; v < NV; ++v)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) o[q][v][e] = 0.0f;
+        const float* pt = ps + (tt * BQ + c0) * 32;
+        if (t0 + 32 <= nmin) {
+            // Every column has all 32 keys of the tile: no per-key bounds.
+#pragma unroll 2
+            for (int u = 0; u < 32; ++u) {
+                float vv[NV][VEC];
+                lane_value_load<HD, VEC, NV>(kv, u, lane, vv);
+#pragma unroll
+                for (int q = 0; q < WC; ++q) {
+                    const float p = pt[q * 32 + u];
+#pragma unroll
+                    for (int v = 0; v < NV; ++v)
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
+                }
+            }
+        } else {
+            for (int u = 0; u < 32; ++u) {
+                float vv[NV][VEC];
+                lane_value_load<HD, VEC, NV>(kv, u, lane, vv);
+#pragma unroll
+                for (int q = 0; q < WC; ++q) {
+                    if (u >= cnt[q]) continue;
+                    const float p = pt[q * 32 + u];
+#pragma unroll
+                    for (int v = 0; v < NV; ++v)
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
+                }
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < WC; ++q) {
+            if (cnt[q] == 0) continue;  // no such tile for this column
+            const float w = ew[tt * BQ + c0 + q];
+#pragma unroll
+            for (int v = 0; v < NV; ++v)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) acc[q][v][e] = fmaf(o[q][v][e], w, acc[q][v][e]);
+        }
+    }
+    const int hdr = HD + 2;
+#pragma unroll
+    for (int q = 0; q < WC; ++q) {
+        const int col = c0 + q;
+        if (col >= C) continue;
+        const int n = ncol[col];
+        if (first >= n) continue;
+        const int i = i0 + col / gq, h = kh * gq + col % gq;
+        const float* gate = qg + (size_t)i * heads * 2 * HD + (size_t)h * 2 * HD + HD;
+        float* pp = part + (((size_t)(i - row0) * heads + h) * nch + c) * hdr;
+        const bool single = n <= ACH;
+        if (!single && lane == 0) {
+            pp[0] = cmaxs[col];
+            pp[1] = csum[col];
+        }
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const int d = VEC * (lane + 32 * v) + e;
+                if (single)
+                    out[(size_t)i * heads * HD + (size_t)h * HD + d] = (acc[q][v][e] / csum[col]) * sigmoid_f(gate[d]);
+                else
+                    pp[2 + d] = acc[q][v][e];
+            }
+    }
+}

@@ -1,0 +1,159 @@
+// attention_tiles.cu: the pieces of attn_block (attention_block.cu) that move key and value tiles and take a tile's
+// statistics: shared-memory sizes, the loads from pages to registers to shared memory, and attn_tile's max, weights
+// and sum (the bits of attn_chunk in attention.cu). Compiled before attention_lanes.cu and attention_block.cu.
+
+#define BT 256  // threads of an attn_block block (8 warps: the tile loads below count on it)
+
+// Floats of each region (the host mirrors this: attention.rs BlockShape::smem). KP is the keys a thread scores (2:
+// one tile of 32 keys at a time; 4: two tiles, 64 keys, at a time; 8: two tiles, one chain of each score a lane,
+// attention_lanes.cu).
+template <int HD, int QT, int KP>
+struct BlockSmem {
+    static constexpr int BQ = 16 * QT;            // columns
+    static constexpr int Q = BQ * HD;             // queries [BQ][HD]
+    static constexpr int P = ATILES * BQ * 32;    // scores, then weights [ATILES][BQ][32]
+    static constexpr int KV = (KP == 2 ? 32 : 64) * HD;  // keys [HD][32 or 64] (tiles side by side) or values [32][HD]
+    static constexpr int STAT = ATILES * BQ;      // tile maxima, tile sums, merge weights, each [ATILES][BQ]
+    static constexpr int FLOATS = Q + P + KV + 3 * STAT + 2 * BQ;  // + the chunk maxima and sums [BQ] each
+};
+
+// Values of key u of the tile in shared memory ([32][HD]) at this thread's dimensions VEC·(dx + 16·v) … + VEC − 1.
+template <int HD, int VEC, int NV>
+__device__ __forceinline__ void block_value_load(const float* kv, int u, int dx, float (&vv)[NV][VEC]) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+        if constexpr (VEC == 4) {
+            const float4 x = reinterpret_cast<const float4*>(kv + u * HD)[dx + 16 * v];
+            vv[v][0] = x.x;
+            vv[v][1] = x.y;
+            vv[v][2] = x.z;
+            vv[v][3] = x.w;
+        } else {
+            const float2 x = reinterpret_cast<const float2*>(kv + u * HD)[dx + 16 * v];
+            vv[v][0] = x.x;
+            vv[v][1] = x.y;
+        }
+    }
+}
+
+// Tiles travel global → registers → shared memory: a thread issues all its loads of the next tile at once, before
+// the current tile's arithmetic, and stores them after it (the first version loaded and stored one element at a
+// time, so every load waited a whole memory latency: 5.4 s of attention in the 16k prefill against attn_chunk's
+// 4.1, call 73). Keys: thread (lane, warp) loads key t0 + lane, its dimension groups warp, warp + 8, … (KG
+// dimensions each: attention.cu key_index), kt[KG·i + e] = dimension KG·(warp + 8i) + e.
+template <int HD, typename KV>
+__device__ __forceinline__ void block_keys_load(float (&kt)[HD / 8], int t0, int nmax, int clen, const u64* pages,
+                                                const float* kround, const int* m, const int* paths, int rr,
+                                                int off) {
+    static_assert(HD / 8 == KG * (HD / (8 * KG)), "a thread's groups fill kt");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int t = t0 + lane;
+    if (t < nmax && t < clen) {
+        // A committed key from its page (bf16 pages widened); a round key (rounded by attn_prep for bf16) below.
+        const KV* kp = reinterpret_cast<const KV*>(pages[t / PAGE]) + key_index(off, t);
+#pragma unroll
+        for (int i = 0; i < HD / (8 * KG); ++i) {
+            const float4 g = key_group(kp + (size_t)(warp + 8 * i) * KG * PAGE);
+            kt[KG * i] = g.x;
+            kt[KG * i + 1] = g.y;
+            kt[KG * i + 2] = g.z;
+            kt[KG * i + 3] = g.w;
+        }
+        return;
+    }
+    const float* kp = t < nmax ? kround + (size_t)off * rr + path_at(m, paths, t - clen) : nullptr;
+#pragma unroll
+    for (int i = 0; i < HD / (8 * KG); ++i)
+#pragma unroll
+        for (int e = 0; e < KG; ++e)
+            kt[KG * i + e] = kp != nullptr ? kp[(size_t)(KG * (warp + 8 * i) + e) * rr] : 0.0f;
+}
+
+// A tile of keys into rows of `width` keys ([HD][width]), at column `at` of each.
+template <int HD>
+__device__ __forceinline__ void block_keys_store(const float (&kt)[HD / 8], float* kv, int width = 32, int at = 0) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i < HD / (8 * KG); ++i)
+#pragma unroll
+        for (int e = 0; e < KG; ++e) kv[(KG * (warp + 8 * i) + e) * width + at + lane] = kt[KG * i + e];
+}
+
+// Values [32][HD] as float4s: thread tid takes float4s tid, tid + BT, … of the tile.
+template <int HD, typename KV>
+__device__ __forceinline__ void block_values_load(float4 (&vt)[HD / 32], int t0, int nmax, int clen,
+                                                  const u64* pages, const float* vround, const int* m,
+                                                  const int* paths, int row, int off) {
+#pragma unroll
+    for (int i = 0; i < HD / 32; ++i) {
+        const int e = threadIdx.x + BT * i, u = e / (HD / 4), d4 = e % (HD / 4), t = t0 + u;
+        if constexpr (sizeof(KV) == 2) {
+            // bf16 pages: four values (8 bytes; row and off are multiples of 4) widened; a round row's rounded.
+            if (t < nmax && t < clen) {
+                const uint2 w = reinterpret_cast<const uint2*>(reinterpret_cast<const KV*>(pages[t / PAGE]) +
+                                                               (size_t)(PAGE + t % PAGE) * row + off)[d4];
+                vt[i] = float4{__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u),
+                               __uint_as_float(w.y << 16), __uint_as_float(w.y & 0xffff0000u)};
+            } else if (t < nmax) {
+                const float4 x =
+                    reinterpret_cast<const float4*>(value_row(t, clen, pages, vround, m, paths, row, off))[d4];
+                vt[i] = float4{kv_of<KV>(x.x), kv_of<KV>(x.y), kv_of<KV>(x.z), kv_of<KV>(x.w)};
+            } else {
+                vt[i] = float4{0.0f, 0.0f, 0.0f, 0.0f};
+            }
+        } else {
+            vt[i] = t < nmax
+                        ? reinterpret_cast<const float4*>(value_row(t, clen, pages, vround, m, paths, row, off))[d4]
+                        : float4{0.0f, 0.0f, 0.0f, 0.0f};
+        }
+    }
+}
+
+template <int HD>
+__device__ __forceinline__ void block_values_store(const float4 (&vt)[HD / 32], float* kv) {
+#pragma unroll
+    for (int i = 0; i < HD / 32; ++i) reinterpret_cast<float4*>(kv)[threadIdx.x + BT * i] = vt[i];
+}
+
+// A score from its four chains (tile_scores' a0 … a3): (a0 + a1) + (a2 + a3), scaled.
+__device__ __forceinline__ float block_score(const float (&a)[4], float scale) {
+    return ((a[0] + a[1]) + (a[2] + a[3])) * scale;
+}
+
+// Tile tt's statistics from its scores in ps, for every column: a lane per key, a warp per column, attn_tile's max,
+// weights (written over the scores) and butterfly sum (warp_max and warp_sum's steps); the max and sum go to tmax
+// and tsum for columns with keys in the tile. A warp takes its WC columns side by side, so their shuffles overlap:
+// one after another, each column's chain of ten shuffles and an exp stood between the tile's scores and its values.
+template <int BQ>
+__device__ __forceinline__ void block_tile_stats(float* ps, float* tmax, float* tsum, const int* ncol, int tt, int t0) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    constexpr int WC = BQ / (BT / 32);
+    float sc[WC], mx[WC], sm[WC];
+#pragma unroll
+    for (int k = 0; k < WC; ++k) {
+        sc[k] = ps[(tt * BQ + warp + 8 * k) * 32 + lane];
+        mx[k] = sc[k];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int k = 0; k < WC; ++k) mx[k] = fmaxf(mx[k], __shfl_xor_sync(FULL_MASK, mx[k], o));
+#pragma unroll
+    for (int k = 0; k < WC; ++k) sm[k] = t0 + lane < ncol[warp + 8 * k] ? expf(sc[k] - mx[k]) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < WC; ++k) ps[(tt * BQ + warp + 8 * k) * 32 + lane] = sm[k];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int k = 0; k < WC; ++k) sm[k] += __shfl_xor_sync(FULL_MASK, sm[k], o);
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < WC; ++k) {
+            const int col = warp + 8 * k;
+            if (t0 < ncol[col]) {  // else the tile is past this row's keys (or there is no such column)
+                tmax[tt * BQ + col] = mx[k];
+                tsum[tt * BQ + col] = sm[k];
+            }
+        }
+    }
+}
