@@ -276,33 +276,11 @@ __device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, con
                 for (int e = 0; e < VEC; ++e) acc[q][v][e] = fmaf(o[q][v][e], w, acc[q][v][e]);
         }
     }
-    // The chunk's partials, or the output of a row with one chunk (attn_merge's arithmetic for one chunk).
-    const int hdr = HD + 2;
+    // The chunk's partials, or the output of a row with one chunk.
 #pragma unroll
-    for (int q = 0; q < QT; ++q) {
-        const int col = cy + 16 * q;
-        if (col >= C) continue;
-        const int n = ncol[col];
-        if (first >= n) continue;
-        const int i = i0 + col / gq, h = kh * gq + col % gq;
-        const float* gate = qg + (size_t)i * heads * 2 * HD + (size_t)h * 2 * HD + HD;
-        float* pp = part + (((size_t)(i - row0) * heads + h) * nch + c) * hdr;
-        const bool single = n <= ACH;
-        if (!single && dx == 0) {
-            pp[0] = cmaxs[col];
-            pp[1] = csum[col];
-        }
-#pragma unroll
-        for (int v = 0; v < NV; ++v)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-                const int d = VEC * (dx + 16 * v) + e;
-                if (single)
-                    out[(size_t)i * heads * HD + (size_t)h * HD + d] = (acc[q][v][e] / csum[col]) * sigmoid_f(gate[d]);
-                else
-                    pp[2 + d] = acc[q][v][e];
-            }
-    }
+    for (int q = 0; q < QT; ++q)
+        block_column_out<HD, NV, VEC, 16>(acc[q], dx, cy + 16 * q, C, ncol, first, i0, gq, kh, heads, cmaxs, csum, qg,
+                                          out, part, row0, nch, c);
 }
 
 // attn_block_d{HD}_q{QT}: HD the head_dim, 16·QT columns a block, scores 2 keys a thread. One block an SM at QT = 3

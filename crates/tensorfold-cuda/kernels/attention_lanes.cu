@@ -1,6 +1,7 @@
 // attention_lanes.cu: attn_block's two passes with each of a score's four chains on its own lane
-// (attn_block_d*_q3k8): the same chains, sums and folds as attention_block.cu's other shapes, so the same bits,
-// with a third of their shared-memory traffic per fma.
+// (attn_block_d*_q3k8, the default): the same chains, sums and folds as attention_block.cu's other shapes, so the
+// same bits, with 62% of q3k4's shared-memory wavefronts (a 16k prefill's launch 731 µs against 791 on an H100;
+// 16k and 32k 27B prefills 2.5% and 4% faster, call 154).
 //
 // Why: Nsight Compute on the 27B's prompt attention (calls 151 and 153) found it held by shared memory, not by its
 // fmas: 83M load wavefronts against 45M warp fmas in one launch (the SM serves one wavefront a cycle and four warp
@@ -191,30 +192,8 @@ __device__ __forceinline__ void block_values_lanes(const float* ps, float* kv, c
                 for (int e = 0; e < VEC; ++e) acc[q][v][e] = fmaf(o[q][v][e], w, acc[q][v][e]);
         }
     }
-    const int hdr = HD + 2;
 #pragma unroll
-    for (int q = 0; q < WC; ++q) {
-        const int col = c0 + q;
-        if (col >= C) continue;
-        const int n = ncol[col];
-        if (first >= n) continue;
-        const int i = i0 + col / gq, h = kh * gq + col % gq;
-        const float* gate = qg + (size_t)i * heads * 2 * HD + (size_t)h * 2 * HD + HD;
-        float* pp = part + (((size_t)(i - row0) * heads + h) * nch + c) * hdr;
-        const bool single = n <= ACH;
-        if (!single && lane == 0) {
-            pp[0] = cmaxs[col];
-            pp[1] = csum[col];
-        }
-#pragma unroll
-        for (int v = 0; v < NV; ++v)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-                const int d = VEC * (lane + 32 * v) + e;
-                if (single)
-                    out[(size_t)i * heads * HD + (size_t)h * HD + d] = (acc[q][v][e] / csum[col]) * sigmoid_f(gate[d]);
-                else
-                    pp[2 + d] = acc[q][v][e];
-            }
-    }
+    for (int q = 0; q < WC; ++q)
+        block_column_out<HD, NV, VEC, 32>(acc[q], lane, c0 + q, C, ncol, first, i0, gq, kh, heads, cmaxs, csum, qg, out,
+                                          part, row0, nch, c);
 }

@@ -157,3 +157,36 @@ __device__ __forceinline__ void block_tile_stats(float* ps, float* tmax, float* 
         }
     }
 }
+
+// Column col's result for its chunk c from this thread's value sums acc, at dimensions VEC·(x + XS·v) + e: the
+// partials for attn_merge (the chunk's max and sum written by the thread with x = 0, then the sums), or, for a row
+// with one chunk, the output (attn_merge's arithmetic for one chunk). Nothing for a column past the block's C or
+// without keys in the chunk.
+template <int HD, int NV, int VEC, int XS>
+__device__ __forceinline__ void block_column_out(const float (&acc)[NV][VEC], int x, int col, int C, const int* ncol,
+                                                 int first, int i0, int gq, int kh, int heads, const float* cmaxs,
+                                                 const float* csum, const float* __restrict__ qg,
+                                                 float* __restrict__ out, float* __restrict__ part, int row0, int nch,
+                                                 int c) {
+    if (col >= C) return;
+    const int n = ncol[col];
+    if (first >= n) return;
+    const int i = i0 + col / gq, h = kh * gq + col % gq;
+    const float* gate = qg + (size_t)i * heads * 2 * HD + (size_t)h * 2 * HD + HD;
+    float* pp = part + (((size_t)(i - row0) * heads + h) * nch + c) * (HD + 2);
+    const bool single = n <= ACH;
+    if (!single && x == 0) {
+        pp[0] = cmaxs[col];
+        pp[1] = csum[col];
+    }
+#pragma unroll
+    for (int v = 0; v < NV; ++v)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+            const int d = VEC * (x + XS * v) + e;
+            if (single)
+                out[(size_t)i * heads * HD + (size_t)h * HD + d] = (acc[v][e] / csum[col]) * sigmoid_f(gate[d]);
+            else
+                pp[2 + d] = acc[v][e];
+        }
+}
