@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpu_call154.sh FINAL BUDGET_S BIN: prompt attention with a score's four chains on four lanes (attn_block_d*_q3k8,
 # attention_lanes.cu; TENSORFOLD_CUDA_ATTN_BLOCK=3k8) against the default (q3k4), one binary. Call 153's Nsight
-# Compute run found q3k4 held by shared memory (83M load wavefronts for 45M warp fmas, L1 66% busy, fma pipes 35%);
+# Compute run found q3k4 held by shared memory (83M load wavefronts for about 190M warp fmas, L1 66% busy, fma pipes 35%);
 # k8 needs about half the wavefronts per fma. First every check (backend-ops compares k8 with a block per row, bit
 # for bit); then on the 27B MLX4 shape `bench --at-context` (2k, 16k, 32k prefills and decode at each), default and
 # k8 alternating; Nsight Compute on the same 256-row launch of a 16k `run` for both; quick benches of both (the

@@ -4,15 +4,14 @@
 // 16k and 32k 27B prefills 2.5% and 4% faster, call 154).
 //
 // Why: Nsight Compute on the 27B's prompt attention (calls 151 and 153) found it held by shared memory, not by its
-// fmas: 83M load wavefronts against 45M warp fmas in one launch (the SM serves one wavefront a cycle and four warp
-// fmas), L1 66% busy and the fma pipes 35%. A 128-bit shared load costs four wavefronts whatever its addresses, so
-// the loads that broadcast one column's query to many lanes were as dear as those that bring distinct keys. Here a
-// warp takes six columns and 64 keys; lane (kx, e) runs chain e (dimensions e, e + 4, …) of keys 4kx … 4kx + 3 of
-// both tiles for all six columns: per 4 dimensions 2 key loads (128-bit, distinct) and 6 query loads (32-bit, four
-// addresses a warp) for 48 fmas, 14 wavefronts where the other shapes take 28. The chains meet by two shuffles,
-// ((a0 + a1) + (a2 + a3)) as block_score adds them (a float sum is the same in either order). In pass 2 a warp's
-// lanes take distinct dimensions of its six columns' value sums: per key 8 wavefronts of values and 6 of weights
-// for 48 fmas, where 16 × 2 lanes took 19.
+// fmas: 83M load wavefronts against about 190M warp fmas in one launch (the SM serves one wavefront a cycle and four
+// warp fmas), L1 66% busy and the fma pipes 35%. A 128-bit shared load costs four wavefronts whatever its addresses, so
+// the loads that broadcast one column's query to many lanes were as dear as those that bring distinct keys. Here a warp
+// takes six columns and 64 keys; lane (kx, e) runs chain e (dimensions e, e + 4, …) of keys 4kx … 4kx + 3 of both tiles
+// for all six columns: per 4 dimensions 2 key loads (128-bit, distinct) and 6 query loads (32-bit, four addresses a
+// warp) for 48 fmas, 14 wavefronts where q3k4 takes 28. The chains meet by two shuffles, ((a0 + a1) + (a2 + a3)) as
+// block_score adds them (a float sum is the same in either order). In pass 2 a warp's lanes take distinct dimensions of
+// its six columns' value sums: per key 8 wavefronts of values and 6 of weights for 48 fmas, where 16 × 2 lanes took 19.
 
 // Pass 1 over the chunk's tiles, two at a time: scores into ps, each tile's statistics (block_tile_stats).
 template <int HD, int BQ, typename KV>
