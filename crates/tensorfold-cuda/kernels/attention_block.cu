@@ -25,8 +25,6 @@ __device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, con
                                                int rows_end, int nch, int rr) {
     typedef BlockSmem<HD, QT, KP> L;
     constexpr int BQ = L::BQ;
-    constexpr int VEC = HD >= 64 ? 4 : 2;   // dimensions a value load carries
-    constexpr int NV = HD / (16 * VEC);     // value loads a thread makes per key
     DYNAMIC_SMEM(smem);
     float* qs = reinterpret_cast<float*>(smem);
     float* ps = qs + L::Q;
@@ -203,84 +201,17 @@ __device__ __forceinline__ void attn_block_run(const float* __restrict__ qr, con
         csum[col] = cs;
     }
 
-    if constexpr (KP == 8) {
-        block_values_lanes<HD, BQ, KV>(ps, kv, ew, cmaxs, csum, ncol, T, first, nmin, nmax, clen, pages, vround, m, paths,
-                                       row, off, C, i0, gq, kh, heads, qg, out, part, row0, nch, c);
-        return;
-    }
-    // Pass 2, per tile: value sums from zero (tile_values), folded into the chunk's sums in tile order.
-    const int dx = tid & 15;  // dimensions VEC·(dx + 16·v) … + VEC − 1, v < NV
-    float acc[QT][NV][VEC];
-#pragma unroll
-    for (int q = 0; q < QT; ++q)
-#pragma unroll
-        for (int v = 0; v < NV; ++v)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) acc[q][v][e] = 0.0f;
-    float4 vt[HD / 32];
-    block_values_load<HD, KV>(vt, first, nmax, clen, pages, vround, m, paths, row, off);
-    for (int tt = 0; tt < T; ++tt) {
-        const int t0 = first + 32 * tt;
-        __syncthreads();  // the merge weights are in and the previous tile's values are read
-        block_values_store<HD>(vt, kv);
-        __syncthreads();
-        if (tt + 1 < T) block_values_load<HD, KV>(vt, t0 + 32, nmax, clen, pages, vround, m, paths, row, off);
-        int cnt[QT];
-#pragma unroll
-        for (int q = 0; q < QT; ++q) cnt[q] = min(32, max(0, ncol[cy + 16 * q] - t0));
-        float o[QT][NV][VEC];
-#pragma unroll
-        for (int q = 0; q < QT; ++q)
-#pragma unroll
-            for (int v = 0; v < NV; ++v)
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) o[q][v][e] = 0.0f;
-        const float* pt = ps + tt * BQ * 32;
-        if (t0 + 32 <= nmin) {
-            // Every column has all 32 keys of the tile: no per-key bounds.
-#pragma unroll 2
-            for (int u = 0; u < 32; ++u) {
-                float vv[NV][VEC];
-                block_value_load<HD, VEC, NV>(kv, u, dx, vv);
-#pragma unroll
-                for (int q = 0; q < QT; ++q) {
-                    const float p = pt[(cy + 16 * q) * 32 + u];
-#pragma unroll
-                    for (int v = 0; v < NV; ++v)
-#pragma unroll
-                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
-                }
-            }
-        } else {
-            for (int u = 0; u < 32; ++u) {
-                float vv[NV][VEC];
-                block_value_load<HD, VEC, NV>(kv, u, dx, vv);
-#pragma unroll
-                for (int q = 0; q < QT; ++q) {
-                    if (u >= cnt[q]) continue;
-                    const float p = pt[(cy + 16 * q) * 32 + u];
-#pragma unroll
-                    for (int v = 0; v < NV; ++v)
-#pragma unroll
-                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
-                }
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < QT; ++q) {
-            if (cnt[q] == 0) continue;  // no such tile for this column
-            const float w = ew[tt * BQ + cy + 16 * q];
-#pragma unroll
-            for (int v = 0; v < NV; ++v)
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) acc[q][v][e] = fmaf(o[q][v][e], w, acc[q][v][e]);
-        }
-    }
-    // The chunk's partials, or the output of a row with one chunk.
-#pragma unroll
-    for (int q = 0; q < QT; ++q)
-        block_column_out<HD, NV, VEC, 16>(acc[q], dx, cy + 16 * q, C, ncol, first, i0, gq, kh, heads, cmaxs, csum, qg,
-                                          out, part, row0, nch, c);
+    // Pass 2 (block_values): for KP 8 a warp takes six consecutive columns and its lanes a value row; else a thread
+    // takes its QT columns cy + 16·q, and 16 threads a row.
+    constexpr int WC = BQ / (BT / 32);  // columns a warp for KP 8
+    if constexpr (KP == 8)
+        block_values<HD, BQ, WC, 1, 32, KV>(WC * (tid >> 5), tid & 31, ps, kv, ew, cmaxs, csum, ncol, T, first, nmin,
+                                            nmax, clen, pages, vround, m, paths, row, off, C, i0, gq, kh, heads, qg,
+                                            out, part, row0, nch, c);
+    else
+        block_values<HD, BQ, QT, 16, 16, KV>(cy, tid & 15, ps, kv, ew, cmaxs, csum, ncol, T, first, nmin, nmax, clen,
+                                             pages, vround, m, paths, row, off, C, i0, gq, kh, heads, qg, out, part,
+                                             row0, nch, c);
 }
 
 // attn_block_d{HD}_q{QT}: HD the head_dim, 16·QT columns a block, scores 2 keys a thread. One block an SM at QT = 3

@@ -1,4 +1,4 @@
-// attention_lanes.cu: attn_block's two passes with each of a score's four chains on its own lane
+// attention_lanes.cu: attn_block's score pass with each of a score's four chains on its own lane
 // (attn_block_d*_q3k8, the default): the same chains, sums and folds as attention_block.cu's other shapes, so the
 // same bits, with 62% of q3k4's shared-memory wavefronts (a 16k prefill's launch 731 µs against 791 on an H100;
 // 16k and 32k 27B prefills 2.5% and 4% faster, call 154).
@@ -10,8 +10,9 @@
 // takes six columns and 64 keys; lane (kx, e) runs chain e (dimensions e, e + 4, …) of keys 4kx … 4kx + 3 of both tiles
 // for all six columns: per 4 dimensions 2 key loads (128-bit, distinct) and 6 query loads (32-bit, four addresses a
 // warp) for 48 fmas, 14 wavefronts where q3k4 takes 28. The chains meet by two shuffles, ((a0 + a1) + (a2 + a3)) as
-// block_score adds them (a float sum is the same in either order). In pass 2 a warp's lanes take distinct dimensions of
-// its six columns' value sums: per key 8 wavefronts of values and 6 of weights for 48 fmas, where 16 × 2 lanes took 19.
+// block_score adds them (a float sum is the same in either order). In pass 2 (block_values, attention_tiles.cu) a
+// warp's lanes take distinct dimensions of its six columns' value sums: per key 8 wavefronts of values and 6 of weights
+// for 48 fmas, where 16 × 2 lanes took 19.
 
 // Pass 1 over the chunk's tiles, two at a time: scores into ps, each tile's statistics (block_tile_stats).
 template <int HD, int BQ, typename KV>
@@ -88,111 +89,4 @@ __device__ __forceinline__ void block_scores_lanes(const float* qs, float* ps, f
         block_tile_stats<BQ>(ps, tmax, tsum, ncol, ta, first + 32 * ta);
         if (tb < T) block_tile_stats<BQ>(ps, tmax, tsum, ncol, tb, first + 32 * tb);
     }
-}
-
-// Values of key u of the tile in shared memory ([32][HD]) at this lane's dimensions VEC·(lane + 32·v) … + VEC − 1.
-template <int HD, int VEC, int NV>
-__device__ __forceinline__ void lane_value_load(const float* kv, int u, int lane, float (&vv)[NV][VEC]) {
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
-        const float* x = kv + u * HD + VEC * (lane + 32 * v);
-        if constexpr (VEC == 4) {
-            const float4 w = *reinterpret_cast<const float4*>(x);
-            vv[v][0] = w.x;
-            vv[v][1] = w.y;
-            vv[v][2] = w.z;
-            vv[v][3] = w.w;
-        } else if constexpr (VEC == 2) {
-            const float2 w = *reinterpret_cast<const float2*>(x);
-            vv[v][0] = w.x;
-            vv[v][1] = w.y;
-        } else {
-            vv[v][0] = x[0];
-        }
-    }
-}
-
-// Pass 2: the chunk's value sums of a warp's columns (tile_values per tile, folded by the merge weights ew in tile
-// order), then its partials, or the output of a row with one chunk (attn_merge's arithmetic for one chunk).
-template <int HD, int BQ, typename KV>
-__device__ __forceinline__ void block_values_lanes(const float* ps, float* kv, const float* ew, const float* cmaxs,
-                                                   const float* csum, const int* ncol, int T, int first, int nmin,
-                                                   int nmax, int clen, const u64* pages, const float* vround,
-                                                   const int* m, const int* paths, int row, int off, int C, int i0,
-                                                   int gq, int kh, int heads, const float* qg, float* out,
-                                                   float* part, int row0, int nch, int c) {
-    constexpr int WC = BQ / (BT / 32);
-    constexpr int VEC = HD >= 128 ? 4 : HD / 32;  // dimensions a value load carries
-    constexpr int NV = HD / (32 * VEC);           // value loads a lane makes per key
-    const int lane = threadIdx.x & 31, c0 = WC * (threadIdx.x >> 5);
-    float acc[WC][NV][VEC];
-#pragma unroll
-    for (int q = 0; q < WC; ++q)
-#pragma unroll
-        for (int v = 0; v < NV; ++v)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) acc[q][v][e] = 0.0f;
-    float4 vt[HD / 32];
-    block_values_load<HD, KV>(vt, first, nmax, clen, pages, vround, m, paths, row, off);
-    for (int tt = 0; tt < T; ++tt) {
-        const int t0 = first + 32 * tt;
-        __syncthreads();  // the merge weights are in and the previous tile's values are read
-        block_values_store<HD>(vt, kv);
-        __syncthreads();
-        if (tt + 1 < T) block_values_load<HD, KV>(vt, t0 + 32, nmax, clen, pages, vround, m, paths, row, off);
-        int cnt[WC];
-#pragma unroll
-        for (int q = 0; q < WC; ++q) cnt[q] = min(32, max(0, ncol[c0 + q] - t0));
-        float o[WC][NV][VEC];
-#pragma unroll
-        for (int q = 0; q < WC; ++q)
-#pragma unroll
-            for (int v = 0; v < NV; ++v)
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) o[q][v][e] = 0.0f;
-        const float* pt = ps + (tt * BQ + c0) * 32;
-        if (t0 + 32 <= nmin) {
-            // Every column has all 32 keys of the tile: no per-key bounds.
-#pragma unroll 2
-            for (int u = 0; u < 32; ++u) {
-                float vv[NV][VEC];
-                lane_value_load<HD, VEC, NV>(kv, u, lane, vv);
-#pragma unroll
-                for (int q = 0; q < WC; ++q) {
-                    const float p = pt[q * 32 + u];
-#pragma unroll
-                    for (int v = 0; v < NV; ++v)
-#pragma unroll
-                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
-                }
-            }
-        } else {
-            for (int u = 0; u < 32; ++u) {
-                float vv[NV][VEC];
-                lane_value_load<HD, VEC, NV>(kv, u, lane, vv);
-#pragma unroll
-                for (int q = 0; q < WC; ++q) {
-                    if (u >= cnt[q]) continue;
-                    const float p = pt[q * 32 + u];
-#pragma unroll
-                    for (int v = 0; v < NV; ++v)
-#pragma unroll
-                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
-                }
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < WC; ++q) {
-            if (cnt[q] == 0) continue;  // no such tile for this column
-            const float w = ew[tt * BQ + c0 + q];
-#pragma unroll
-            for (int v = 0; v < NV; ++v)
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) acc[q][v][e] = fmaf(o[q][v][e], w, acc[q][v][e]);
-        }
-    }
-#pragma unroll
-    for (int q = 0; q < WC; ++q)
-        block_column_out<HD, NV, VEC, 32>(acc[q], lane, c0 + q, C, ncol, first, i0, gq, kh, heads, cmaxs, csum, qg, out,
-                                          part, row0, nch, c);
 }

@@ -1,6 +1,6 @@
-// attention_tiles.cu: the pieces of attn_block (attention_block.cu) that move key and value tiles and take a tile's
-// statistics: shared-memory sizes, the loads from pages to registers to shared memory, and attn_tile's max, weights
-// and sum (the bits of attn_chunk in attention.cu). Compiled before attention_lanes.cu and attention_block.cu.
+// attention_tiles.cu: the pieces every shape of attn_block (attention_block.cu) shares: shared-memory sizes, the tile
+// loads from pages to registers to shared memory, attn_tile's max, weights and sum, and pass 2's value sums and
+// partials (the bits of attn_chunk in attention.cu). Compiled before attention_lanes.cu and attention_block.cu.
 
 #define BT 256  // threads of an attn_block block (8 warps: the tile loads below count on it)
 
@@ -17,21 +17,24 @@ struct BlockSmem {
     static constexpr int FLOATS = Q + P + KV + 3 * STAT + 2 * BQ;  // + the chunk maxima and sums [BQ] each
 };
 
-// Values of key u of the tile in shared memory ([32][HD]) at this thread's dimensions VEC·(dx + 16·v) … + VEC − 1.
-template <int HD, int VEC, int NV>
-__device__ __forceinline__ void block_value_load(const float* kv, int u, int dx, float (&vv)[NV][VEC]) {
+// Values of key u of the tile in shared memory ([32][HD]) at this thread's dimensions VEC·(x + XS·v) … + VEC − 1.
+template <int HD, int VEC, int NV, int XS>
+__device__ __forceinline__ void block_value_load(const float* kv, int u, int x, float (&vv)[NV][VEC]) {
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
+        const float* p = kv + u * HD + VEC * (x + XS * v);
         if constexpr (VEC == 4) {
-            const float4 x = reinterpret_cast<const float4*>(kv + u * HD)[dx + 16 * v];
-            vv[v][0] = x.x;
-            vv[v][1] = x.y;
-            vv[v][2] = x.z;
-            vv[v][3] = x.w;
+            const float4 w = *reinterpret_cast<const float4*>(p);
+            vv[v][0] = w.x;
+            vv[v][1] = w.y;
+            vv[v][2] = w.z;
+            vv[v][3] = w.w;
+        } else if constexpr (VEC == 2) {
+            const float2 w = *reinterpret_cast<const float2*>(p);
+            vv[v][0] = w.x;
+            vv[v][1] = w.y;
         } else {
-            const float2 x = reinterpret_cast<const float2*>(kv + u * HD)[dx + 16 * v];
-            vv[v][0] = x.x;
-            vv[v][1] = x.y;
+            vv[v][0] = p[0];
         }
     }
 }
@@ -189,4 +192,90 @@ __device__ __forceinline__ void block_column_out(const float (&acc)[NV][VEC], in
             else
                 pp[2 + d] = acc[v][e];
         }
+}
+
+// Pass 2: the chunk's value sums (tile_values per tile, folded by the merge weights ew in tile order) of this
+// thread's NC columns cb + CS·q at dimensions VEC·(x + XS·v) + e, then their partials or outputs
+// (block_column_out). The shapes of attention_block.cu take 3 columns 16 apart and 16 threads along a value row
+// (XS 16); attention_lanes.cu's take a warp's 6 consecutive columns and its 32 lanes along a row (XS 32). Each sum
+// is the same chain over a tile's keys in order, whichever thread holds it.
+template <int HD, int BQ, int NC, int CS, int XS, typename KV>
+__device__ __forceinline__ void block_values(int cb, int x, const float* ps, float* kv, const float* ew,
+                                             const float* cmaxs, const float* csum, const int* ncol, int T, int first,
+                                             int nmin, int nmax, int clen, const u64* pages, const float* vround,
+                                             const int* m, const int* paths, int row, int off, int C, int i0, int gq,
+                                             int kh, int heads, const float* qg, float* out, float* part, int row0,
+                                             int nch, int c) {
+    constexpr int VEC = HD / XS < 4 ? HD / XS : 4;  // dimensions a value load carries
+    constexpr int NV = HD / (XS * VEC);             // value loads a thread makes per key
+    float acc[NC][NV][VEC];
+#pragma unroll
+    for (int q = 0; q < NC; ++q)
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) acc[q][v][e] = 0.0f;
+    float4 vt[HD / 32];
+    block_values_load<HD, KV>(vt, first, nmax, clen, pages, vround, m, paths, row, off);
+    for (int tt = 0; tt < T; ++tt) {
+        const int t0 = first + 32 * tt;
+        __syncthreads();  // the merge weights are in and the previous tile's values are read
+        block_values_store<HD>(vt, kv);
+        __syncthreads();
+        if (tt + 1 < T) block_values_load<HD, KV>(vt, t0 + 32, nmax, clen, pages, vround, m, paths, row, off);
+        int cnt[NC];
+#pragma unroll
+        for (int q = 0; q < NC; ++q) cnt[q] = min(32, max(0, ncol[cb + CS * q] - t0));
+        float o[NC][NV][VEC];
+#pragma unroll
+        for (int q = 0; q < NC; ++q)
+#pragma unroll
+            for (int v = 0; v < NV; ++v)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) o[q][v][e] = 0.0f;
+        const float* pt = ps + tt * BQ * 32;
+        if (t0 + 32 <= nmin) {
+            // Every column has all 32 keys of the tile: no per-key bounds.
+#pragma unroll 2
+            for (int u = 0; u < 32; ++u) {
+                float vv[NV][VEC];
+                block_value_load<HD, VEC, NV, XS>(kv, u, x, vv);
+#pragma unroll
+                for (int q = 0; q < NC; ++q) {
+                    const float p = pt[(cb + CS * q) * 32 + u];
+#pragma unroll
+                    for (int v = 0; v < NV; ++v)
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
+                }
+            }
+        } else {
+            for (int u = 0; u < 32; ++u) {
+                float vv[NV][VEC];
+                block_value_load<HD, VEC, NV, XS>(kv, u, x, vv);
+#pragma unroll
+                for (int q = 0; q < NC; ++q) {
+                    if (u >= cnt[q]) continue;
+                    const float p = pt[(cb + CS * q) * 32 + u];
+#pragma unroll
+                    for (int v = 0; v < NV; ++v)
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) o[q][v][e] = fmaf(p, vv[v][e], o[q][v][e]);
+                }
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < NC; ++q) {
+            if (cnt[q] == 0) continue;  // no such tile for this column
+            const float w = ew[tt * BQ + cb + CS * q];
+#pragma unroll
+            for (int v = 0; v < NV; ++v)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) acc[q][v][e] = fmaf(o[q][v][e], w, acc[q][v][e]);
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < NC; ++q)
+        block_column_out<HD, NV, VEC, XS>(acc[q], x, cb + CS * q, C, ncol, first, i0, gq, kh, heads, cmaxs, csum, qg,
+                                          out, part, row0, nch, c);
 }
