@@ -15,6 +15,11 @@
 #define __forceinline__ inline
 #define __restrict__
 #define __launch_bounds__(...)
+// A kernel's cluster size, for the kernel table (wrappers.py reads it through TF_CLUSTER); nothing in the code.
+#ifndef TF_CLUSTER
+#define TF_CLUSTER(n)
+#endif
+#define __cluster_dims__(x, y, z) TF_CLUSTER(x)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
@@ -29,8 +34,14 @@ struct EmuThread;
 extern thread_local EmuThread* emu_cur;
 extern dim3e emu_block_idx, emu_block_dim, emu_grid_dim;
 uint3e emu_thread_idx();
+// The caller's block: a cluster's blocks run together, each fiber in its own (emu_block_idx is the cluster's first).
+dim3e emu_block_index();
+// The caller's rank in its cluster, and a barrier over every thread of the cluster (barrier.cluster's arrive and
+// wait in one: the emulator's shared memory needs no release or acquire).
+int emu_cluster_rank();
+void emu_cluster_sync();
 #define threadIdx (emu_thread_idx())
-#define blockIdx (emu_block_idx)
+#define blockIdx (emu_block_index())
 #define blockDim (emu_block_dim)
 #define gridDim (emu_grid_dim)
 

@@ -4,11 +4,14 @@ concatenated sources)."""
 import re, subprocess, sys
 
 src, inc = sys.argv[1], sys.argv[2]
-pre = subprocess.run(["g++", "-E", "-P", "-std=c++17", "-I", inc, "-D__global__=TF_GLOBAL", src],
+pre = subprocess.run(["g++", "-E", "-P", "-std=c++17", "-I", inc, "-D__global__=TF_GLOBAL",
+                      "-DTF_CLUSTER(n)=tf_cluster_is n", src],
                      check=True, capture_output=True, text=True).stdout
 pre = pre.replace("\n", " ")
-kernels = re.findall(r'extern\s+"C"\s+TF_GLOBAL\s+void\s+(\w+)\s*\(([^)]*)\)', pre)
-print('struct EmuKernel { const char* name; void (*fn)(void**); int nargs; const int* sizes; };')
+found = re.findall(r'extern\s+"C"\s+TF_GLOBAL\s+void\s+(?:tf_cluster_is\s+(\d+)\s+)?(\w+)\s*\(([^)]*)\)', pre)
+kernels = [(name, params) for _, name, params in found]
+clusters = {name: int(cl or 1) for cl, name, _ in found}
+print('struct EmuKernel { const char* name; void (*fn)(void**); int nargs; const int* sizes; int cluster; };')
 for name, params in kernels:
     types = []
     for p in params.split(","):
@@ -24,6 +27,6 @@ for name, params in kernels:
 print("extern const EmuKernel emu_kernels[] = {")
 for name, params in kernels:
     n = len(params.split(","))
-    print(f'  {{"{name}", w_{name}, {n}, s_{name}}},')
+    print(f'  {{"{name}", w_{name}, {n}, s_{name}, {clusters[name]}}},')
 print("};")
 print(f"extern const int emu_kernel_count = {len(kernels)};")

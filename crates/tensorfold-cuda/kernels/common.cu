@@ -73,7 +73,10 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
     float t = 0.0f;
-    for (int w = 0; w < nwarps; ++w) t += scratch[w];
+    // Unrolled with a guard so the loads go out together; the adds stay in warp order.
+#pragma unroll
+    for (int w = 0; w < 32; ++w)
+        if (w < nwarps) t += scratch[w];
     return t;
 }
 

@@ -401,7 +401,7 @@ extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
     for (int j = threadIdx.x; j < Dv; j += blockDim.x) {
         const float v = norm_w[j] * (out[ob + j] * inv) * silu_f(z[ob + j]);
         out[ob + j] = v;
-        if (prep) prepare_store(ob + j, v, oh, ol, os, obt, Hv * Dv);
+        if (prep) prepare_store_at(ob + j, blockIdx.x, blockIdx.y * Dv + j, v, oh, ol, os, obt, Hv * Dv);
     }
 }
 

@@ -80,30 +80,41 @@ __device__ __forceinline__ int wg_tile_at(int r, int P) {
     return wg_b_at(8 * (r >> 2) + 2 * (r & 3), 16 * (2 * j + h) + 2 * (4 * p2 + tt) + (P & 1));
 }
 
-// f32 → bf16 bits, round to nearest even (NaN stays NaN).
+// f32 → bf16 bits, round to nearest even (NaN stays NaN, its sign and top payload bits kept, quiet).
 __device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
     const u32 u = __float_as_uint(f);
+#ifdef TF_EMU
     if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
     return (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#else
+    // The hardware's rounding (one F2FP) is the integer one above for every non-NaN (ties to even, subnormals
+    // and overflow to infinity included); only its NaN differs (canonical), so NaNs keep the integer form and
+    // the bits stay those of the CPU emulator and of every earlier build.
+    u16 h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return (u & 0x7fffffffu) > 0x7f800000u ? (u16)((u >> 16) | 0x40u) : h;
+#endif
 }
 
-// Element i (of the flattened [rows, cols], cols % 32 == 0) of x's tensor-core form: hi and lo bf16 in the pair
-// order of each 8-column word, and the f32 sum of its 32 columns (one butterfly). A whole warp calls it on 32
-// consecutive elements, lane = i % 32, so every producer (prepare_x, rms_norm, add_rms_norm, swiglu, dn_norm) gives
-// the same bits for the same values. When bt is not null (calls a wgmma kernel takes: rounds of 5 to 32 rows,
-// prompt chunks of bf16 and 4-bit g64 weights; cols % 64 == 0), hi and lo also go to the element's slots in x's wgmma B tiles
-// (wg_tile_at): no launch of its own.
-__device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict__ xh, u16* __restrict__ xl,
-                                              float* __restrict__ xs, u16* __restrict__ bt, int cols) {
+// Element i = row·cols + c (of the flattened [rows, cols], cols % 32 == 0) of x's tensor-core form: hi and lo
+// bf16 in the pair order of each 8-column word, and the f32 sum of its 32 columns (one butterfly). A whole warp
+// calls it on 32 consecutive elements, lane = i % 32, so every producer (prepare_x, rms_norm, add_rms_norm, swiglu,
+// dn_norm) gives the same bits for the same values. When bt is not null (calls a wgmma kernel takes: rounds of 5
+// to 32 rows, prompt chunks of bf16 and 4-bit g64 weights; cols % 64 == 0), hi and lo also go to the element's
+// slots in x's wgmma B tiles (wg_tile_at): no launch of its own. The callers pass row and c, which they know: the
+// division that would find them costs more than the rest of the store (a norm block of one row is issue-bound).
+__device__ __forceinline__ void prepare_store_at(size_t i, int row, int c, float v, u16* __restrict__ xh,
+                                                 u16* __restrict__ xl, float* __restrict__ xs,
+                                                 u16* __restrict__ bt, int cols) {
 #ifdef TF_X_BF16
     // A measurement switch, off by default: every projection's input rounded to bf16 here, its one producer, as
     // bf16 engines feed their matmuls (lo is then +0). It measures what closeness to float64 the hi + lo form buys.
     v = bf16_to_f32(f32_to_bf16_rn(v));
 #endif
     const float s = warp_sum(v);
-    const int e = (int)(i & 7);
+    const int e = c & 7;  // i & 7, as cols % 32 == 0
     const int pe = e < 4 ? 2 * e : 2 * (e - 4) + 1;  // the element's place in its word's pair order
-    const size_t dst = (i & ~(size_t)7) + pe;
+    const size_t dst = i - e + pe;
     const u16 h = f32_to_bf16_rn(v);
     const u16 l = f32_to_bf16_rn(v - bf16_to_f32(h));
     xh[dst] = h;
@@ -111,13 +122,18 @@ __device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict
     if ((threadIdx.x & 31) == 0) xs[i / 32] = s;
     if (bt != nullptr) {
         // Tiles of 16 rows, row block major: tile (row / 16, group) at (row / 16 · groups + group) · WG_TILE.
-        const int row = (int)(i / (size_t)cols), c = (int)(i % (size_t)cols);
         unsigned char* tile =
             reinterpret_cast<unsigned char*>(bt) + ((size_t)(row >> 4) * (cols >> 6) + (c >> 6)) * WG_TILE;
         const int at = wg_tile_at(row & 15, (c & 56) + pe);
         *reinterpret_cast<u16*>(tile + at) = h;
         *reinterpret_cast<u16*>(tile + at + 16) = l;  // lo is the next B column: 16 bytes on (wg_b_at)
     }
+}
+
+// prepare_store_at for a caller that knows only i.
+__device__ __forceinline__ void prepare_store(size_t i, float v, u16* __restrict__ xh, u16* __restrict__ xl,
+                                              float* __restrict__ xs, u16* __restrict__ bt, int cols) {
+    prepare_store_at(i, (int)(i / (size_t)cols), (int)(i % (size_t)cols), v, xh, xl, xs, bt, cols);
 }
 
 // x [rows, cols] f32 → its tensor-core form (prepare_store), one thread per element; cols % 32 == 0, so a warp is

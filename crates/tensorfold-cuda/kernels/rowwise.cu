@@ -1,21 +1,80 @@
-// rowwise.cu: RMSNorm (one block per row, one fixed reduction tree), residual add, SwiGLU, row gathers and copies (the
-// norms and SwiGLU may also write the tensor-core form of their output); each output depends on its own row only.
+// rowwise.cu: RMSNorm (a row on one block or one cluster of blocks, one fixed reduction tree), residual add, SwiGLU,
+// row gathers and copies (the norms and SwiGLU may also write the tensor-core form of their output); each output
+// depends on its own row only.
 
-#define RN_REG 8  // columns per thread a norm holds in registers (rows of up to 8·blockDim columns)
+#define RN_REG 8  // columns per thread a norm holds in registers (rows of up to 8·(threads a row) columns)
+#define NORM_CLUSTER 8  // blocks a row of the *_c8 norms: a 1,024-thread row on 8 SMs instead of one
 
-// One block's row of x (plus y, written back into x, when y is given) → out = RMSNorm·w, and out's tensor-core
-// form (project_mma.cu's prepare_store) when prep != 0 (cols % 32 == 0: each warp's lanes then take 32
-// consecutive columns on every pass). Each thread sums the squares of columns tid, tid + blockDim, … in that
-// order and block_sum adds the threads' partials, whichever branch runs, so the fused add and the plain norm give
-// the same bits. Rows that fit are loaded once, with w, before the reduction (one memory trip, not three).
+// Thread-block clusters, for the norms whose row spans the blocks of one cluster. In the CPU emulator a cluster's
+// blocks run together as fibers, with one copy of their static shared memory: a store to rank r's copy lands in
+// that one copy, which is what every rank's copy would hold after the push of cluster_row_sum.
+#ifdef TF_EMU
+__device__ __forceinline__ int cluster_rank() { return emu_cluster_rank(); }
+__device__ __forceinline__ void cluster_arrive_relaxed() {}
+__device__ __forceinline__ void cluster_arrive() {}
+__device__ __forceinline__ void cluster_wait() { emu_cluster_sync(); }
+__device__ __forceinline__ void cluster_store(float* local, int, float v) { *local = v; }
+#else
+__device__ __forceinline__ int cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return (int)r;
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+// v into the copy of `local` (a shared address of this block) in the shared memory of cluster block `rank`.
+__device__ __forceinline__ void cluster_store(float* local, int rank, float v) {
+    const u32 a = smem_addr(reinterpret_cast<unsigned char*>(local));
+    u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(r), "f"(v) : "memory");
+}
+#endif
+
+// block_sum over the CL·blockDim threads of a row's cluster, the cluster's blocks in rank order (CL = 1: one block,
+// block_sum itself): warp butterflies, then the row's warp totals added in order, warp w of rank r being the
+// row's warp r·(blockDim / 32) + w. That is block_sum's tree for a block of the row's threads, so the bits are
+// the same whether a row is one block or a cluster. The caller arrived (cluster_arrive_relaxed) at its start;
+// the wait here makes sure every block of the cluster has started before its shared memory is written.
+template <int CL>
+__device__ __forceinline__ float row_sum(float v, float* scratch) {
+    if constexpr (CL == 1) {
+        return block_sum(v, scratch);
+    } else {
+        const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+        v = warp_sum(v);
+        cluster_wait();
+        if (lane < CL) cluster_store(scratch + cluster_rank() * nw + (threadIdx.x >> 5), lane, v);
+        cluster_arrive();
+        cluster_wait();
+        float t = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 32; ++w)
+            if (w < CL * nw) t += scratch[w];
+        return t;
+    }
+}
+
+// One row of x (plus y, written back into x, when y is given) → out = RMSNorm·w, and out's tensor-core form
+// (project_mma.cu's prepare_store) when prep != 0 (cols % 32 == 0: each warp's lanes then take 32 consecutive
+// columns on every pass). The row is block blockIdx.x / CL's, its threads the CL blocks of a cluster (CL = 1: one
+// block a row): thread t = rank·blockDim + tid of nt = CL·blockDim sums the squares of columns t, t + nt, … in
+// that order and row_sum adds the threads' partials, whichever branch runs and whatever CL, so the fused add and
+// the plain norm, and a row on one block or on a cluster, give the same bits. Rows that fit are loaded once, with
+// w, before the reduction (one memory trip, not three).
+template <int CL>
 __device__ __forceinline__ void rms_row(float* __restrict__ x, const float* __restrict__ y,
                                         const float* __restrict__ w, float* __restrict__ out, u16* __restrict__ oh,
                                         u16* __restrict__ ol, float* __restrict__ os, u16* __restrict__ obt,
                                         int cols, float eps, int prep) {
     __shared__ float scratch[32];
-    const size_t row0 = (size_t)blockIdx.x * cols;
+    const int row = blockIdx.x / CL;
+    const size_t row0 = (size_t)row * cols;
     float* xr = x + row0;
-    const int tid = threadIdx.x, nt = blockDim.x;
+    const int tid = (CL == 1 ? 0 : cluster_rank() * (int)blockDim.x) + threadIdx.x, nt = CL * blockDim.x;
     float ss = 0.0f;
     if (cols <= RN_REG * nt) {
         float v[RN_REG], wv[RN_REG];
@@ -29,22 +88,20 @@ __device__ __forceinline__ void rms_row(float* __restrict__ x, const float* __re
             }
         }
 #pragma unroll
-        for (int k = 0; k < RN_REG; ++k) {
-            const int c = tid + k * nt;
-            if (c < cols) {
-                if (y != nullptr) xr[c] = v[k];
-                ss = fmaf(v[k], v[k], ss);
-            }
-        }
-        ss = block_sum(ss, scratch);
+        for (int k = 0; k < RN_REG; ++k)
+            if (tid + k * nt < cols) ss = fmaf(v[k], v[k], ss);
+        ss = row_sum<CL>(ss, scratch);
         const float inv = 1.0f / sqrtf(ss / (float)cols + eps);
 #pragma unroll
         for (int k = 0; k < RN_REG; ++k) {
             const int c = tid + k * nt;
             if (c < cols) {
+                // The residual is stored after the sum: a cluster's barrier (its release) would otherwise wait
+                // for these stores to complete.
+                if (y != nullptr) xr[c] = v[k];
                 const float o = (v[k] * inv) * wv[k];
                 out[row0 + c] = o;
-                if (prep) prepare_store(row0 + c, o, oh, ol, os, obt, cols);
+                if (prep) prepare_store_at(row0 + c, row, c, o, oh, ol, os, obt, cols);
             }
         }
         return;
@@ -54,12 +111,12 @@ __device__ __forceinline__ void rms_row(float* __restrict__ x, const float* __re
         if (y != nullptr) xr[c] = v;
         ss = fmaf(v, v, ss);
     }
-    ss = block_sum(ss, scratch);
+    ss = row_sum<CL>(ss, scratch);
     const float inv = 1.0f / sqrtf(ss / (float)cols + eps);
     for (int c = tid; c < cols; c += nt) {
         const float o = (xr[c] * inv) * w[c];
         out[row0 + c] = o;
-        if (prep) prepare_store(row0 + c, o, oh, ol, os, obt, cols);
+        if (prep) prepare_store_at(row0 + c, row, c, o, oh, ol, os, obt, cols);
     }
 }
 
@@ -69,7 +126,7 @@ extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __
                                     u16* __restrict__ ybt, int cols, float eps, int prep) {
     kernel_entry();
     // x is only read when no residual is given.
-    rms_row(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, ybt, cols, eps, prep);
+    rms_row<1>(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, ybt, cols, eps, prep);
 }
 
 // x += y, then rms_norm of the new x into out (its tensor-core form too when prep != 0): the bits of add_assign
@@ -79,7 +136,27 @@ extern "C" __global__ void add_rms_norm(float* __restrict__ x, const float* __re
                                         u16* __restrict__ ol, float* __restrict__ os, u16* __restrict__ obt, int cols,
                                         float eps, int prep) {
     kernel_entry();
-    rms_row(x, y, w, out, oh, ol, os, obt, cols, eps, prep);
+    rms_row<1>(x, y, w, out, oh, ol, os, obt, cols, eps, prep);
+}
+
+// rms_norm and add_rms_norm with a row on a cluster of NORM_CLUSTER blocks (blockDim = the one-block kernels'
+// threads / NORM_CLUSTER): the same bits (rms_row). A one-block row of 1,024 threads is issue-bound on its one SM
+// (call 147: 8 µs, 127 launches a 27B round); the cluster spreads the row's work over 8 SMs.
+extern "C" __global__ void __cluster_dims__(NORM_CLUSTER, 1, 1)
+    rms_norm_c8(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, u16* __restrict__ yh,
+                u16* __restrict__ yl, float* __restrict__ ys, u16* __restrict__ ybt, int cols, float eps, int prep) {
+    kernel_entry();
+    cluster_arrive_relaxed();
+    rms_row<NORM_CLUSTER>(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, ybt, cols, eps, prep);
+}
+
+extern "C" __global__ void __cluster_dims__(NORM_CLUSTER, 1, 1)
+    add_rms_norm_c8(float* __restrict__ x, const float* __restrict__ y, const float* __restrict__ w,
+                    float* __restrict__ out, u16* __restrict__ oh, u16* __restrict__ ol, float* __restrict__ os,
+                    u16* __restrict__ obt, int cols, float eps, int prep) {
+    kernel_entry();
+    cluster_arrive_relaxed();
+    rms_row<NORM_CLUSTER>(x, y, w, out, oh, ol, os, obt, cols, eps, prep);
 }
 
 extern "C" __global__ void add_assign(float* __restrict__ x, const float* __restrict__ y, u64 n) {
@@ -109,16 +186,20 @@ extern "C" __global__ void copy_pages(const u64* __restrict__ table, u32* __rest
     }
 }
 
-// silu(g)·u, one thread per element, and the output's tensor-core form when prep != 0 (cols % 32 == 0).
+// silu(g)·u, one thread per element (columns along x, rows along y), and the output's tensor-core form when
+// prep != 0 (cols % 32 == 0: a warp is wholly in range or wholly out).
 extern "C" __global__ void swiglu(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ out,
                                   u16* __restrict__ oh, u16* __restrict__ ol, float* __restrict__ os,
-                                  u16* __restrict__ obt, u64 n, int cols, int prep) {
+                                  u16* __restrict__ obt, int rows, int cols, int prep) {
     kernel_entry();
-    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const float v = silu_f(g[i]) * u[i];
-    out[i] = v;
-    if (prep) prepare_store(i, v, oh, ol, os, obt, cols);
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+        const size_t i = (size_t)row * cols + c;
+        const float v = silu_f(g[i]) * u[i];
+        out[i] = v;
+        if (prep) prepare_store_at(i, row, c, v, oh, ol, os, obt, cols);
+    }
 }
 
 extern "C" __global__ void gather_rows(const float* __restrict__ x, const int* __restrict__ rows,

@@ -6,6 +6,7 @@ use crate::device::{Arg, Dev};
 use crate::project::{alloc_prepared, fuse_prepare, fusion_enabled, tensor_core_a4};
 use crate::scratch::Buf;
 use cudarc::driver::CudaSlice;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use tensorfold_core::{CoreError, DenseDType, MatrixRef, Result, StoredMatrix};
 
@@ -304,6 +305,22 @@ pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> Cuda
     launch_norm(dev, "rms_norm", &inputs, x.rows, x.cols, eps)
 }
 
+/// Rows up to which norms of 1,024-thread rows take the cluster kernels (`*_c8`): `TENSORFOLD_CUDA_NORM_CLUSTER`
+/// (0: never), else 64, or what the backend-ops test sets in NORM_CLUSTER_ROWS to run both kinds. The bits are the
+/// same either way; the choice is by row count only because a prompt chunk's thousands of rows fill the SMs
+/// with one block a row already.
+fn norm_cluster_rows() -> usize {
+    static ENV: OnceLock<usize> = OnceLock::new();
+    match NORM_CLUSTER_ROWS.load(Ordering::Relaxed) {
+        usize::MAX => *ENV
+            .get_or_init(|| crate::device::env_usize("TENSORFOLD_CUDA_NORM_CLUSTER").unwrap_or(64)),
+        forced => forced,
+    }
+}
+
+/// Set by the backend-ops test (usize::MAX: unset) to put every norm on clusters (usize::MAX - 1) or none (0).
+pub(crate) static NORM_CLUSTER_ROWS: AtomicUsize = AtomicUsize::new(usize::MAX);
+
 /// Launches rms_norm or add_rms_norm (rowwise.cu) on `inputs` (their leading pointer arguments): one block per
 /// row, the output and, when fused, its tensor-core form written by the kernel.
 fn launch_norm(
@@ -320,7 +337,15 @@ fn launch_norm(
     args.push(Arg::P(dev.ptr(&out.buf)));
     args.extend(prepared_args(dev, p.as_ref()));
     args.extend([Arg::I(cols as i32), Arg::F(eps), Arg::I(p.is_some() as i32)]);
-    dev.launch(kernel, (rows as u32, 1, 1), rms_norm_threads(cols), &args);
+    let threads = rms_norm_threads(cols);
+    if threads == 1024 && rows <= norm_cluster_rows() {
+        // The same bits on 8 blocks of 128 threads a row (rowwise.cu rms_row): a round's few rows no longer
+        // leave all but a few SMs idle while one SM issues a whole row.
+        let name = format!("{kernel}_c8");
+        dev.launch(&name, (rows as u32 * 8, 1, 1), threads / 8, &args);
+    } else {
+        dev.launch(kernel, (rows as u32, 1, 1), threads, &args);
+    }
     if let Some(p) = p {
         let _ = out.prepared.set(p);
     }
@@ -415,7 +440,6 @@ pub(crate) fn swiglu(dev: &Dev, gate: &CudaAct, up: &CudaAct) -> CudaAct {
         "swiglu: shapes differ"
     );
     let out = new_act(dev, gate.rows, gate.cols);
-    let n = gate.rows * gate.cols;
     let p = fuse_prepare(gate.cols).then(|| alloc_prepared(dev, gate.rows, gate.cols));
     let mut args = vec![
         Arg::P(dev.ptr(&gate.buf)),
@@ -424,13 +448,16 @@ pub(crate) fn swiglu(dev: &Dev, gate: &CudaAct, up: &CudaAct) -> CudaAct {
     ];
     args.extend(prepared_args(dev, p.as_ref()));
     args.extend([
-        Arg::P(n as u64),
+        Arg::I(gate.rows as i32),
         Arg::I(gate.cols as i32),
         Arg::I(p.is_some() as i32),
     ]);
+    // Columns along x, rows along y (the kernel steps rows past the grid's 65,535), so each thread knows its
+    // element's row and column without a division.
+    let grid_rows = gate.rows.clamp(1, 65_535) as u32;
     dev.launch(
         "swiglu",
-        (blocks(n, THREADS as usize), 1, 1),
+        (blocks(gate.cols, THREADS as usize), grid_rows, 1),
         THREADS,
         &args,
     );

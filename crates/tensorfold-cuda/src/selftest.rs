@@ -10,6 +10,8 @@ use tensorfold_core::{Bytes, DenseDType, MatrixRef, StoredMatrix};
 mod draws;
 #[path = "selftest_mix.rs"]
 mod mix;
+#[path = "selftest_norms.rs"]
+mod norms;
 #[path = "selftest_pairs.rs"]
 mod pairs;
 
@@ -430,6 +432,7 @@ pub fn run(gpu: &CudaBackend) -> Report {
     if wanted("rowwise") {
         check_rowwise(&mut rep, &cpu, gpu, &mut rng);
         check_fused_prepare(&mut rep, gpu, &mut rng);
+        norms::check_norm_clusters(&mut rep, &cpu, gpu, &mut rng);
     }
     if wanted("projections") {
         check_projections(&mut rep, &cpu, gpu, &mut rng);
