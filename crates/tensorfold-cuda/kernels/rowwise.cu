@@ -120,10 +120,11 @@ __device__ __forceinline__ void rms_row(float* __restrict__ x, const float* __re
     }
 }
 
-// y = RMSNorm(x)·w per row (one block each), and y's tensor-core form when prep != 0 (no prepare_x launch).
-extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                                    u16* __restrict__ yh, u16* __restrict__ yl, float* __restrict__ ys,
-                                    u16* __restrict__ ybt, int cols, float eps, int prep) {
+// y = RMSNorm(x)·w per row (one block each), and y's tensor-core form when prep != 0 (no prepare_x launch). Rows of
+// 4,096 columns or more take 1,024 threads (ops.rs), so 64 registers at most (left alone, ptxas took 70).
+extern "C" __global__ void __launch_bounds__(1024)
+    rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, u16* __restrict__ yh,
+             u16* __restrict__ yl, float* __restrict__ ys, u16* __restrict__ ybt, int cols, float eps, int prep) {
     kernel_entry();
     // x is only read when no residual is given.
     rms_row<1>(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, ybt, cols, eps, prep);
@@ -131,10 +132,10 @@ extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __
 
 // x += y, then rms_norm of the new x into out (its tensor-core form too when prep != 0): the bits of add_assign
 // then rms_norm launched with the same threads.
-extern "C" __global__ void add_rms_norm(float* __restrict__ x, const float* __restrict__ y,
-                                        const float* __restrict__ w, float* __restrict__ out, u16* __restrict__ oh,
-                                        u16* __restrict__ ol, float* __restrict__ os, u16* __restrict__ obt, int cols,
-                                        float eps, int prep) {
+extern "C" __global__ void __launch_bounds__(1024)
+    add_rms_norm(float* __restrict__ x, const float* __restrict__ y, const float* __restrict__ w,
+                 float* __restrict__ out, u16* __restrict__ oh, u16* __restrict__ ol, float* __restrict__ os,
+                 u16* __restrict__ obt, int cols, float eps, int prep) {
     kernel_entry();
     rms_row<1>(x, y, w, out, oh, ol, os, obt, cols, eps, prep);
 }
@@ -142,7 +143,7 @@ extern "C" __global__ void add_rms_norm(float* __restrict__ x, const float* __re
 // rms_norm and add_rms_norm with a row on a cluster of NORM_CLUSTER blocks (blockDim = the one-block kernels'
 // threads / NORM_CLUSTER): the same bits (rms_row). A one-block row of 1,024 threads is issue-bound on its one SM
 // (call 147: 8 µs, 127 launches a 27B round); the cluster spreads the row's work over 8 SMs.
-extern "C" __global__ void __cluster_dims__(NORM_CLUSTER, 1, 1)
+extern "C" __global__ void __launch_bounds__(1024 / NORM_CLUSTER) __cluster_dims__(NORM_CLUSTER, 1, 1)
     rms_norm_c8(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, u16* __restrict__ yh,
                 u16* __restrict__ yl, float* __restrict__ ys, u16* __restrict__ ybt, int cols, float eps, int prep) {
     kernel_entry();
@@ -150,7 +151,7 @@ extern "C" __global__ void __cluster_dims__(NORM_CLUSTER, 1, 1)
     rms_row<NORM_CLUSTER>(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, ybt, cols, eps, prep);
 }
 
-extern "C" __global__ void __cluster_dims__(NORM_CLUSTER, 1, 1)
+extern "C" __global__ void __launch_bounds__(1024 / NORM_CLUSTER) __cluster_dims__(NORM_CLUSTER, 1, 1)
     add_rms_norm_c8(float* __restrict__ x, const float* __restrict__ y, const float* __restrict__ w,
                     float* __restrict__ out, u16* __restrict__ oh, u16* __restrict__ ol, float* __restrict__ os,
                     u16* __restrict__ obt, int cols, float eps, int prep) {
