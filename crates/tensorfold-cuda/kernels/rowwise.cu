@@ -3,7 +3,6 @@
 // depends on its own row only.
 
 #define RN_REG 8  // columns per thread a norm holds in registers (rows of up to 8·(threads a row) columns)
-#define NORM_CLUSTER 8  // blocks a row of the *_c8 norms: a 1,024-thread row on 8 SMs instead of one
 
 // Thread-block clusters, for the norms whose row spans the blocks of one cluster. In the CPU emulator a cluster's
 // blocks run together as fibers, with one copy of their static shared memory: a store to rank r's copy lands in
@@ -140,25 +139,29 @@ extern "C" __global__ void __launch_bounds__(1024)
     rms_row<1>(x, y, w, out, oh, ol, os, obt, cols, eps, prep);
 }
 
-// rms_norm and add_rms_norm with a row on a cluster of NORM_CLUSTER blocks (blockDim = the one-block kernels'
-// threads / NORM_CLUSTER): the same bits (rms_row). A one-block row of 1,024 threads is issue-bound on its one SM
-// (call 147: 8 µs, 127 launches a 27B round); the cluster spreads the row's work over 8 SMs.
-extern "C" __global__ void __launch_bounds__(1024 / NORM_CLUSTER) __cluster_dims__(NORM_CLUSTER, 1, 1)
-    rms_norm_c8(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, u16* __restrict__ yh,
-                u16* __restrict__ yl, float* __restrict__ ys, u16* __restrict__ ybt, int cols, float eps, int prep) {
-    kernel_entry();
-    cluster_arrive_relaxed();
-    rms_row<NORM_CLUSTER>(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, ybt, cols, eps, prep);
-}
+// rms_norm and add_rms_norm with a row on a cluster of CL blocks (blockDim = the one-block kernels' 1,024 threads / CL):
+// the same bits (rms_row). A one-block row of 1,024 threads is issue-bound on its one SM (call 147: 8 µs, 127
+// launches a 27B round); the cluster spreads the row's work over CL SMs.
+#define NORM_CLUSTER_KERNELS(CL)                                                                                      \
+    extern "C" __global__ void __launch_bounds__(1024 / CL) __cluster_dims__(CL, 1, 1)                               \
+        rms_norm_c##CL(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,              \
+                       u16* __restrict__ yh, u16* __restrict__ yl, float* __restrict__ ys, u16* __restrict__ ybt,    \
+                       int cols, float eps, int prep) {                                                              \
+        kernel_entry();                                                                                              \
+        cluster_arrive_relaxed();                                                                                    \
+        rms_row<CL>(const_cast<float*>(x), nullptr, w, y, yh, yl, ys, ybt, cols, eps, prep);                        \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(1024 / CL) __cluster_dims__(CL, 1, 1)                               \
+        add_rms_norm_c##CL(float* __restrict__ x, const float* __restrict__ y, const float* __restrict__ w,          \
+                           float* __restrict__ out, u16* __restrict__ oh, u16* __restrict__ ol,                      \
+                           float* __restrict__ os, u16* __restrict__ obt, int cols, float eps, int prep) {           \
+        kernel_entry();                                                                                              \
+        cluster_arrive_relaxed();                                                                                    \
+        rms_row<CL>(x, y, w, out, oh, ol, os, obt, cols, eps, prep);                                                 \
+    }
 
-extern "C" __global__ void __launch_bounds__(1024 / NORM_CLUSTER) __cluster_dims__(NORM_CLUSTER, 1, 1)
-    add_rms_norm_c8(float* __restrict__ x, const float* __restrict__ y, const float* __restrict__ w,
-                    float* __restrict__ out, u16* __restrict__ oh, u16* __restrict__ ol, float* __restrict__ os,
-                    u16* __restrict__ obt, int cols, float eps, int prep) {
-    kernel_entry();
-    cluster_arrive_relaxed();
-    rms_row<NORM_CLUSTER>(x, y, w, out, oh, ol, os, obt, cols, eps, prep);
-}
+NORM_CLUSTER_KERNELS(4)
+NORM_CLUSTER_KERNELS(8)
 
 extern "C" __global__ void add_assign(float* __restrict__ x, const float* __restrict__ y, u64 n) {
     kernel_entry();

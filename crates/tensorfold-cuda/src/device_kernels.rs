@@ -39,6 +39,8 @@ pub fn kernel_names() -> Vec<String> {
         "dn_tail_keep",
         "prepare_x",
         "add_rms_norm",
+        "rms_norm_c4",
+        "add_rms_norm_c4",
         "rms_norm_c8",
         "add_rms_norm_c8",
         "draw_partial",

@@ -321,6 +321,25 @@ fn norm_cluster_rows() -> usize {
 /// Set by the backend-ops test (usize::MAX: unset) to put every norm on clusters (usize::MAX - 1) or none (0).
 pub(crate) static NORM_CLUSTER_ROWS: AtomicUsize = AtomicUsize::new(usize::MAX);
 
+/// Blocks in a norm row's cluster, 4 or 8 (rowwise.cu's `_c4` and `_c8` kernels): `TENSORFOLD_CUDA_NORM_CLUSTER_SIZE`,
+/// else 8, or what the backend-ops test sets in NORM_CLUSTER_SIZE.
+fn norm_cluster_size() -> u32 {
+    static ENV: OnceLock<u32> = OnceLock::new();
+    match NORM_CLUSTER_SIZE.load(Ordering::Relaxed) {
+        4 => 4,
+        8 => 8,
+        _ => *ENV.get_or_init(|| {
+            match crate::device::env_usize("TENSORFOLD_CUDA_NORM_CLUSTER_SIZE") {
+                Some(4) => 4,
+                _ => 8,
+            }
+        }),
+    }
+}
+
+/// Set by the backend-ops test to 4 or 8 (0: unset) to run both cluster sizes.
+pub(crate) static NORM_CLUSTER_SIZE: AtomicUsize = AtomicUsize::new(0);
+
 /// Launches rms_norm or add_rms_norm (rowwise.cu) on `inputs` (their leading pointer arguments): one block per
 /// row, the output and, when fused, its tensor-core form written by the kernel.
 fn launch_norm(
@@ -339,10 +358,11 @@ fn launch_norm(
     args.extend([Arg::I(cols as i32), Arg::F(eps), Arg::I(p.is_some() as i32)]);
     let threads = rms_norm_threads(cols);
     if threads == 1024 && rows <= norm_cluster_rows() {
-        // The same bits on 8 blocks of 128 threads a row (rowwise.cu rms_row): a round's few rows no longer
-        // leave all but a few SMs idle while one SM issues a whole row.
-        let name = format!("{kernel}_c8");
-        dev.launch(&name, (rows as u32 * 8, 1, 1), threads / 8, &args);
+        // The same bits on a cluster of blocks a row (rowwise.cu rms_row): a round's few rows no longer leave
+        // all but a few SMs idle while one SM issues a whole row.
+        let cl = norm_cluster_size();
+        let name = format!("{kernel}_c{cl}");
+        dev.launch(&name, (rows as u32 * cl, 1, 1), threads / cl, &args);
     } else {
         dev.launch(kernel, (rows as u32, 1, 1), threads, &args);
     }

@@ -1,19 +1,22 @@
 //! The norm checks of the backend-ops test for rows of 1,024 threads (4,096 columns or more): a row on a cluster of
-//! 8 blocks (`rms_norm_c8`, `add_rms_norm_c8`) gives the bits of a row on one block, its tensor-core form included.
+//! 4 or 8 blocks (`rms_norm_c4`, `add_rms_norm_c8`, …) gives the bits of a row on one block, its tensor-core form
+//! included.
 
 use super::{act, dense, rel_err, Report, Rng};
-use crate::ops::NORM_CLUSTER_ROWS;
+use crate::ops::{NORM_CLUSTER_ROWS, NORM_CLUSTER_SIZE};
 use crate::CudaBackend;
 use std::sync::atomic::Ordering;
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_backend::Backend;
 use tensorfold_core::DenseDType;
 
-/// Runs `f` with every 1,024-thread norm on clusters (`true`) or on one block a row (`false`).
-fn with_clusters<T>(on: bool, f: impl FnOnce() -> T) -> T {
-    NORM_CLUSTER_ROWS.store(if on { usize::MAX - 1 } else { 0 }, Ordering::Relaxed);
+/// Runs `f` with every 1,024-thread norm on clusters of `size` blocks (0: on one block a row).
+fn with_clusters<T>(size: usize, f: impl FnOnce() -> T) -> T {
+    NORM_CLUSTER_ROWS.store(if size > 0 { usize::MAX - 1 } else { 0 }, Ordering::Relaxed);
+    NORM_CLUSTER_SIZE.store(size, Ordering::Relaxed);
     let out = f();
     NORM_CLUSTER_ROWS.store(usize::MAX, Ordering::Relaxed);
+    NORM_CLUSTER_SIZE.store(0, Ordering::Relaxed);
     out
 }
 
@@ -55,7 +58,7 @@ fn norms(
 }
 
 /// Rows of 4,160 columns (the registers' path) at 1 and 9 rows, and of 8,256 (the looping path) at 2: the cluster
-/// kernels against the one-block ones bit for bit, and rms_norm against the CPU twin.
+/// kernels of 4 and 8 blocks against the one-block ones bit for bit, and those against the CPU twin.
 pub(super) fn check_norm_clusters(
     rep: &mut Report,
     cpu: &CpuBackend,
@@ -67,42 +70,41 @@ pub(super) fn check_norm_clusters(
         let y = rng.vec(rows * cols, 2.0);
         let w = rng.vec(cols, 1.0);
         let m = rng.vec(24 * cols, 0.5);
-        let one = with_clusters(false, || norms(gpu, &x, &y, &w, &m, rows, cols));
-        let cl = with_clusters(true, || norms(gpu, &x, &y, &w, &m, rows, cols));
-        let tag = format!("{rows} rows of {cols}");
-        rep.same(
-            &format!("rms_norm_c8 == rms_norm ({tag})"),
-            &cl.plain,
-            &one.plain,
-        );
-        rep.same(
-            &format!("add_rms_norm_c8 == add_rms_norm ({tag}, normed rows)"),
-            &cl.fused,
-            &one.fused,
-        );
-        rep.same(
-            &format!("add_rms_norm_c8 == add_rms_norm ({tag}, the residual)"),
-            &cl.residual,
-            &one.residual,
-        );
-        rep.same(
-            &format!("rms_norm_c8's tensor-core form projects as rms_norm's ({tag})"),
-            &cl.plain_projected,
-            &one.plain_projected,
-        );
-        rep.same(
-            &format!("add_rms_norm_c8's tensor-core form projects as add_rms_norm's ({tag})"),
-            &cl.fused_projected,
-            &one.fused_projected,
-        );
+        let one = with_clusters(0, || norms(gpu, &x, &y, &w, &m, rows, cols));
+        for size in [4, 8] {
+            let cl = with_clusters(size, || norms(gpu, &x, &y, &w, &m, rows, cols));
+            let (rn, arn) = (format!("rms_norm_c{size}"), format!("add_rms_norm_c{size}"));
+            let tag = format!("{rows} rows of {cols}");
+            rep.same(&format!("{rn} == rms_norm ({tag})"), &cl.plain, &one.plain);
+            rep.same(
+                &format!("{arn} == add_rms_norm ({tag}, normed rows)"),
+                &cl.fused,
+                &one.fused,
+            );
+            rep.same(
+                &format!("{arn} == add_rms_norm ({tag}, the residual)"),
+                &cl.residual,
+                &one.residual,
+            );
+            rep.same(
+                &format!("{rn}'s tensor-core form projects as rms_norm's ({tag})"),
+                &cl.plain_projected,
+                &one.plain_projected,
+            );
+            rep.same(
+                &format!("{arn}'s tensor-core form projects as add_rms_norm's ({tag})"),
+                &cl.fused_projected,
+                &one.fused_projected,
+            );
+        }
         let want = cpu.to_host(&cpu.rms_norm(
             &act(cpu, rows, cols, &x),
             &cpu.vector(&w).expect("cpu"),
             1e-6,
         ));
         rep.close(
-            &format!("rms_norm_c8 vs CPU ({tag})"),
-            rel_err(&cl.plain, &want),
+            &format!("rms_norm vs CPU ({rows} rows of {cols})"),
+            rel_err(&one.plain, &want),
             1e-5,
         );
     }
