@@ -305,15 +305,15 @@ pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> Cuda
     launch_norm(dev, "rms_norm", &inputs, x.rows, x.cols, eps)
 }
 
-/// Rows up to which norms of 1,024-thread rows take the cluster kernels (`*_c8`): `TENSORFOLD_CUDA_NORM_CLUSTER`
-/// (0: never), else 64, or what the backend-ops test sets in NORM_CLUSTER_ROWS to run both kinds. The bits are the
-/// same either way; the choice is by row count only because a prompt chunk's thousands of rows fill the SMs
-/// with one block a row already.
+/// Rows up to which norms of 1,024-thread rows take the cluster kernels (`_c4`, `_c8`): `TENSORFOLD_CUDA_NORM_CLUSTER`
+/// (0: never), else 16, or what the backend-ops test sets in NORM_CLUSTER_ROWS to run both kinds. The bits are the
+/// same either way. A prompt chunk's thousands of rows fill the SMs with one block a row already; rounds of 1 and
+/// 16 rows are what calls 156–157 timed, so larger rounds keep one block a row until they are timed too.
 fn norm_cluster_rows() -> usize {
     static ENV: OnceLock<usize> = OnceLock::new();
     match NORM_CLUSTER_ROWS.load(Ordering::Relaxed) {
         usize::MAX => *ENV
-            .get_or_init(|| crate::device::env_usize("TENSORFOLD_CUDA_NORM_CLUSTER").unwrap_or(64)),
+            .get_or_init(|| crate::device::env_usize("TENSORFOLD_CUDA_NORM_CLUSTER").unwrap_or(16)),
         forced => forced,
     }
 }
@@ -322,7 +322,8 @@ fn norm_cluster_rows() -> usize {
 pub(crate) static NORM_CLUSTER_ROWS: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// Blocks in a norm row's cluster, 4 or 8 (rowwise.cu's `_c4` and `_c8` kernels): `TENSORFOLD_CUDA_NORM_CLUSTER_SIZE`,
-/// else 8, or what the backend-ops test sets in NORM_CLUSTER_SIZE.
+/// else 4, or what the backend-ops test sets in NORM_CLUSTER_SIZE. Call 157 (an H100): both sizes took 16-row 27B
+/// MLX4 rounds from 12.6 to 12.2 ms, but clusters of 8 made 16-row 27B bf16 rounds 1% slower where 4 did not.
 fn norm_cluster_size() -> u32 {
     static ENV: OnceLock<u32> = OnceLock::new();
     match NORM_CLUSTER_SIZE.load(Ordering::Relaxed) {
@@ -330,8 +331,8 @@ fn norm_cluster_size() -> u32 {
         8 => 8,
         _ => *ENV.get_or_init(|| {
             match crate::device::env_usize("TENSORFOLD_CUDA_NORM_CLUSTER_SIZE") {
-                Some(4) => 4,
-                _ => 8,
+                Some(8) => 8,
+                _ => 4,
             }
         }),
     }
