@@ -6,7 +6,7 @@
 
 // Thread-block clusters, for the norms whose row spans the blocks of one cluster. In the CPU emulator a cluster's
 // blocks run together as fibers, with one copy of their static shared memory: a store to rank r's copy lands in
-// that one copy, which is what every rank's copy would hold after the push of cluster_row_sum.
+// that one copy, which is what every rank's copy would hold after row_sum's push.
 #ifdef TF_EMU
 __device__ __forceinline__ int cluster_rank() { return emu_cluster_rank(); }
 __device__ __forceinline__ void cluster_arrive_relaxed() {}
