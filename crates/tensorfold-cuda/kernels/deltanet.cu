@@ -105,17 +105,20 @@ __device__ __forceinline__ void dn_normalise(float (&v)[KMAX], bool is_q, float 
 __device__ __forceinline__ float dn_beta(float b) { return sigmoid_f(b); }
 __device__ __forceinline__ float dn_decay(float a_dt, float neg_a) { return expf(neg_a * softplus_f(a_dt)); }
 
-// One entry's update of the block's state rows S from the row's normalised q and k, its values v (of the block's
-// rows), beta and decay: per row decay, delta rule and output (written to orow[j] when write_out).
-template <int VM>
-__device__ __forceinline__ void dn_update(float (&S)[VM][KMAX], const float (&qv)[KMAX], const float (&kv)[KMAX],
-                                          const float (&v)[VM], float beta, float decay, float* __restrict__ orow,
-                                          int j0, int Dv, int write_out) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+// The two halves of an entry's update of the block's state rows S (row m: value row j0 + warp + DN_WARPS·m, those
+// with j < Dv). dn_advance: decay, prediction from the row's normalised k, and the delta rule with its values v and
+// beta. dn_out_part: each lane's share of the output S·q, which dn_out_finish sums (written to orow[j] when
+// write_out). Every path steps through these three, in this order for each row, so the bits are the same whether
+// an entry's output is finished before the next entry advances (dn_update) or beside it (dn_recur_batch).
+// FULL: the caller knows every row of the block is below Dv (no test, so that a caller's straight-line code stays
+// one basic block that ptxas can interleave).
+template <int VM, bool FULL = false>
+__device__ __forceinline__ void dn_advance(float (&S)[VM][KMAX], const float (&kv)[KMAX], const float (&v)[VM],
+                                           float beta, float decay, int j0, int Dv) {
+    const int warp = threadIdx.x >> 5;
 #pragma unroll
     for (int m = 0; m < VM; ++m) {
-        const int j = j0 + warp + DN_WARPS * m;
-        if (j < Dv) {
+        if (FULL || j0 + warp + DN_WARPS * m < Dv) {
             float p = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < KMAX; ++kk) {
@@ -123,16 +126,45 @@ __device__ __forceinline__ void dn_update(float (&S)[VM][KMAX], const float (&qv
                 p = fmaf(S[m][kk], kv[kk], p);
             }
             const float delta = beta * (v[m] - warp_sum(p));
-            float o = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < KMAX; ++kk) {
-                S[m][kk] = fmaf(delta, kv[kk], S[m][kk]);
-                o = fmaf(S[m][kk], qv[kk], o);
-            }
-            o = warp_sum(o);
-            if (write_out && lane == 0) orow[j] = o;
+            for (int kk = 0; kk < KMAX; ++kk) S[m][kk] = fmaf(delta, kv[kk], S[m][kk]);
         }
     }
+}
+
+template <int VM>
+__device__ __forceinline__ void dn_out_part(const float (&S)[VM][KMAX], const float (&qv)[KMAX], float (&o)[VM]) {
+#pragma unroll
+    for (int m = 0; m < VM; ++m) {
+        o[m] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KMAX; ++kk) o[m] = fmaf(S[m][kk], qv[kk], o[m]);
+    }
+}
+
+template <int VM, bool FULL = false>
+__device__ __forceinline__ void dn_out_finish(const float (&o)[VM], float* __restrict__ orow, int j0, int Dv,
+                                              int write_out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int m = 0; m < VM; ++m) {
+        const int j = j0 + warp + DN_WARPS * m;
+        if (FULL || j < Dv) {
+            const float t = warp_sum(o[m]);
+            if (write_out && lane == 0) orow[j] = t;
+        }
+    }
+}
+
+// One entry's whole update: per row decay, delta rule and output.
+template <int VM>
+__device__ __forceinline__ void dn_update(float (&S)[VM][KMAX], const float (&qv)[KMAX], const float (&kv)[KMAX],
+                                          const float (&v)[VM], float beta, float decay, float* __restrict__ orow,
+                                          int j0, int Dv, int write_out) {
+    float o[VM];
+    dn_advance<VM>(S, kv, v, beta, decay, j0, Dv);
+    dn_out_part<VM>(S, qv, o);
+    dn_out_finish<VM>(o, orow, j0, Dv, write_out);
 }
 
 // One entry's whole step in one warp, from the row's raw q and k, values, beta input b and decay input a_dt

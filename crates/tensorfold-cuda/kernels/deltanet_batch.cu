@@ -104,6 +104,58 @@ __device__ __forceinline__ void dn_prepare_batch(float* slots, int n, float q_sc
     }
 }
 
+// Whether a prepared batch's n entries all go on from the current state and save none (a chain's entries: no
+// dn_restore or snapshot between steps). The same answer in every thread.
+template <typename Sl>
+__device__ __forceinline__ bool dn_batch_plain(const float* slots, int n) {
+    const int lane = threadIdx.x & 31;
+    const int* ini = reinterpret_cast<const int*>(slots + (lane < n ? lane : 0) * Sl::FLOATS) + Sl::I;
+    return warp_sum(lane < n && (ini[1] != -1 || ini[2] >= 0) ? 1.0f : 0.0f) == 0.0f;
+}
+
+// A plain batch stepped with each entry's output sum beside the next entry's advance: dn_out_part of entry u, then
+// dn_advance of u + 1 (it needs only the state after u), then dn_out_finish of u. The two warp sums are independent
+// and, with FULL (no row tests), in one basic block, so ptxas interleaves them; each step's own path is then its
+// advance alone, where dn_step_staged waits for the output sum too. Each row goes through the same three functions
+// in the same order as dn_update, so the bits are dn_step_staged's.
+template <int VM, typename Sl, bool FULL>
+__device__ __forceinline__ void dn_chain_batch(float (&S)[VM][KMAX], const float* slots, int n, const DnBlock<VM>& b,
+                                               float* __restrict__ out, int Hv, int Dv, int write_out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    auto advance = [&](const float* in) {
+        float kv[KMAX], v[VM];
+#pragma unroll
+        for (int kk = 0; kk < KMAX; ++kk) kv[kk] = in[Sl::KN + lane + 32 * kk];
+#pragma unroll
+        for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
+        dn_advance<VM, FULL>(S, kv, v, in[Sl::BETA], in[Sl::DECAY], b.j0, Dv);
+    };
+    auto output = [&](const float* in, float (&o)[VM]) {
+        float qv[KMAX];
+#pragma unroll
+        for (int kk = 0; kk < KMAX; ++kk) qv[kk] = in[Sl::QN + lane + 32 * kk];
+        dn_out_part<VM>(S, qv, o);
+    };
+    auto orow = [&](const float* in) {
+        return out + (size_t)reinterpret_cast<const int*>(in)[Sl::I] * Hv * Dv + (size_t)b.h * Dv;
+    };
+    advance(slots);
+    int u = 0;
+    for (; u + 1 < n; ++u) {
+        const float* in = slots + u * Sl::FLOATS;
+        float o[VM];
+        output(in, o);
+        advance(in + Sl::FLOATS);
+        dn_out_finish<VM, FULL>(o, orow(in), b.j0, Dv, write_out);
+    }
+    const float* in = slots + u * Sl::FLOATS;
+    float o[VM];
+    output(in, o);
+    dn_out_finish<VM, FULL>(o, orow(in), b.j0, Dv, write_out);
+}
+
+// write_out's bit 0 asks for the outputs; its bit 1 lets plain batches take dn_chain_batch (deltanet.rs sets it
+// unless TENSORFOLD_CUDA_DN_PIPE=0; the bits are the same either way).
 template <int VM>
 __device__ __forceinline__ void dn_recur_batch(const float* __restrict__ x, const float* __restrict__ bg,
                                               const float* __restrict__ ag, float* __restrict__ out,
@@ -114,6 +166,8 @@ __device__ __forceinline__ void dn_recur_batch(const float* __restrict__ x, cons
                                               int write_out) {
     typedef DnBatchSlot<VM> Sl;
     constexpr int NB = DnBatch<VM>::N;
+    const bool pipe = (write_out & 2) != 0;
+    write_out &= 1;
     __shared__ __align__(16) float ring[2][NB * Sl::FLOATS];
     const DnBlock<VM> b(Hk, Hv, Dk, Dv);
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
@@ -147,8 +201,13 @@ __device__ __forceinline__ void dn_recur_batch(const float* __restrict__ x, cons
         const int n = count(bi);
         dn_prepare_batch<VM>(slots, n, q_scale, neg_a, dtb);
         __syncthreads();  // the batch is prepared
-        for (int u = 0; u < n; ++u)
-            dn_step_staged<VM, Sl>(S, slots + u * Sl::FLOATS, b, starts, snaps, out, Hv, Dk, Dv, write_out);
+        if (pipe && n > 0 && dn_batch_plain<Sl>(slots, n)) {
+            if (j0 + DN_WARPS * VM <= Dv) dn_chain_batch<VM, Sl, true>(S, slots, n, b, out, Hv, Dv, write_out);
+            else dn_chain_batch<VM, Sl, false>(S, slots, n, b, out, Hv, Dv, write_out);
+        } else {
+            for (int u = 0; u < n; ++u)
+                dn_step_staged<VM, Sl>(S, slots + u * Sl::FLOATS, b, starts, snaps, out, Hv, Dk, Dv, write_out);
+        }
         __syncthreads();  // every warp is done with the batch before its slots take batch bi + 2
     }
     cp_async_wait<0>();

@@ -306,6 +306,14 @@ fn recur_kind(slots: usize, entries: usize) -> &'static str {
     }
 }
 
+/// Whether the batched kernel steps chains with each row's output sum beside the next row's advance
+/// (deltanet_batch.cu dn_chain_batch; write_out's bit 1): on unless `TENSORFOLD_CUDA_DN_PIPE=0`. The bits are the
+/// same either way; the backend-ops test compares the batched kernel with the plain one on chains.
+fn chain_pipe() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_PIPE").map_or(true, |v| v != "0"))
+}
+
 /// Set by the backend-ops test to run dn_recur with its inputs in registers beside the staged one.
 pub(crate) static REGISTER_INPUTS: AtomicBool = AtomicBool::new(false);
 
@@ -357,7 +365,14 @@ fn recur(
             Arg::I(s.value_heads as i32),
             Arg::I(s.key_dim as i32),
             Arg::I(s.value_dim as i32),
-            Arg::I(write_out.is_some() as i32),
+            Arg::I(
+                write_out.is_some() as i32
+                    | if kind == "batch_" && chain_pipe() {
+                        2
+                    } else {
+                        0
+                    },
+            ),
         ],
     );
     if let Some((rows, prep)) = write_out {
