@@ -24,10 +24,12 @@ status=0
 # Then the shared-launch checks (selftest_pairs.rs): matrices sharing an input in one launch against one projection
 # each, which at 6 to 64 rows puts small matrices on the wgmma round kernels (4-bit and bf16, the 64-column build
 # with its parts of 32 rows) against the decode kernels. Then the DeltaNet checks (selftest_mix_linear.rs): rounds
-# against the CPU twin, and chains on the staged kernels (one row ahead, a batch at a time) against the decode
-# recurrence, bit for bit. They take about 12 minutes on one core, so they run beside the decodes (the emulator
-# keeps each process on one core).
-TENSORFOLD_CUDA_OPS=attention,prompt,pairs,deltanet "$bin" check --device cuda --ops-only > "$emu/attention-ops.log" 2>&1 &
+# against the CPU twin, and chains on the staged kernels (one row ahead, a batch at a time, pipelined) against the
+# decode recurrence, bit for bit. Then the row-wise checks (selftest.rs check_rowwise, selftest_norms.rs): norms and
+# SwiGLU against the CPU twin, and norms whose row spans a cluster of 4 or 8 blocks (the emulator runs a cluster's
+# blocks together) against one block a row, bit for bit. They take about 12 minutes on one core, so they run
+# beside the decodes (the emulator keeps each process on one core).
+TENSORFOLD_CUDA_OPS=attention,prompt,pairs,deltanet,rowwise "$bin" check --device cuda --ops-only > "$emu/attention-ops.log" 2>&1 &
 attention=$!
 # The shared-launch checks again with bf16 rounds on the wgmma kernels from 5 rows (TENSORFOLD_CUDA_WGMMA_MIN_ROWS):
 # their 16-column builds against the decode kernels at 6 and 9 rows, split and unsplit.
@@ -84,6 +86,6 @@ waited() {
     status=1
   fi
 }
-waited $attention "$emu/attention-ops.log" "the attention, prompt-kernel, shared-launch and DeltaNet checks"
+waited $attention "$emu/attention-ops.log" "the attention, prompt-kernel, shared-launch, DeltaNet and row-wise checks"
 waited $few "$emu/pairs-few-ops.log" "the shared-launch checks with bf16 rounds on wgmma from 5 rows"
 exit $status
