@@ -5,8 +5,9 @@
 // a preparation on the path of every step, about 1.3 µs a row (a 2,048-row prompt chunk's launch took 2.66 ms on the
 // 27B shape, call 124). Here the block copies its entries' inputs into shared memory a batch of DnBatch::N at a time
 // (cp.async, one batch ahead), normalises the batch's q and k and makes its gates all at once (a warp a vector, the
-// warps side by side), then steps the batch's entries with no barrier between them. The values and the functions
-// that make and step them are dn_recur_rows', so the bits are too.
+// warps side by side), then steps the batch's entries with no barrier between them, a chain's with each entry's
+// output sum beside the next entry's advance (dn_chain_batch). The values and the functions that make and step them
+// are dn_recur_rows', so the bits are too.
 
 // Entries a batch (two batches of slots fit 48 KB of static shared memory).
 template <int VM>
