@@ -64,6 +64,15 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// s[0] + s[1] + … + s[n − 1] in that order (n ≤ 32), its loads unrolled with a guard so they go out together.
+__device__ __forceinline__ float sum_in_order(const float* s, int n) {
+    float t = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 32; ++w)
+        if (w < n) t += s[w];
+    return t;
+}
+
 // Sum over a block of `nwarps` full warps (blockDim.x = 32 * nwarps): lane-strided partials, warp butterflies,
 // then warp totals added in warp order. `scratch` holds at least 32 floats. Every thread returns the same bits.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
@@ -72,12 +81,7 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     __syncthreads();
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
-    float t = 0.0f;
-    // Unrolled with a guard so the loads go out together; the adds stay in warp order.
-#pragma unroll
-    for (int w = 0; w < 32; ++w)
-        if (w < nwarps) t += scratch[w];
-    return t;
+    return sum_in_order(scratch, nwarps);
 }
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }

@@ -343,27 +343,48 @@ __device__ __forceinline__ void dn_issue(float* slot, DnEntry n, const float* __
     }
 }
 
-// One entry's step from its staged slot `in` (dn_recur_ring's and dn_recur_batch's): the list triple at I (row,
-// restore, save), the normalised q and k at QN and KN, the block's value rows at V, beta and decay at BETA and DECAY
-// (Sl's offsets, in floats).
+// A staged slot `in` (dn_recur_ring's and dn_recur_batch's): the list triple at I (row, restore, save), the
+// normalised q and k at QN and KN, the block's value rows at V, beta and decay at BETA and DECAY (Sl's offsets, in
+// floats). dn_slot_advance and dn_slot_out_part are dn_advance and dn_out_part on a slot's values, dn_slot_orow
+// where its output row goes.
+template <int VM, typename Sl, bool FULL = false>
+__device__ __forceinline__ void dn_slot_advance(float (&S)[VM][KMAX], const float* in, int j0, int Dv) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float kv[KMAX], v[VM];
+#pragma unroll
+    for (int kk = 0; kk < KMAX; ++kk) kv[kk] = in[Sl::KN + lane + 32 * kk];
+#pragma unroll
+    for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
+    dn_advance<VM, FULL>(S, kv, v, in[Sl::BETA], in[Sl::DECAY], j0, Dv);
+}
+
+template <int VM, typename Sl>
+__device__ __forceinline__ void dn_slot_out_part(const float (&S)[VM][KMAX], const float* in, float (&o)[VM]) {
+    const int lane = threadIdx.x & 31;
+    float qv[KMAX];
+#pragma unroll
+    for (int kk = 0; kk < KMAX; ++kk) qv[kk] = in[Sl::QN + lane + 32 * kk];
+    dn_out_part<VM>(S, qv, o);
+}
+
+template <typename Sl>
+__device__ __forceinline__ float* dn_slot_orow(const float* in, float* __restrict__ out, int h, int Hv, int Dv) {
+    return out + (size_t)reinterpret_cast<const int*>(in)[Sl::I] * Hv * Dv + (size_t)h * Dv;
+}
+
+// One entry's whole step from its staged slot: restore, update, output, save.
 template <int VM, typename Sl>
 __device__ __forceinline__ void dn_step_staged(float (&S)[VM][KMAX], const float* in, const DnBlock<VM>& b,
                                                const u64* __restrict__ starts, float* __restrict__ snaps,
                                                float* __restrict__ out, int Hv, int Dk, int Dv, int write_out) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int* ini = reinterpret_cast<const int*>(in) + Sl::I;
-    const int i = ini[0], restore = ini[1], save = ini[2];
+    const int restore = ini[1], save = ini[2];
+    float* orow = dn_slot_orow<Sl>(in, out, b.h, Hv, Dv);
     dn_restore<VM>(S, restore, starts, snaps, b, Hv, Dk, Dv);
-    float qv[KMAX], kv[KMAX], v[VM];
-#pragma unroll
-    for (int kk = 0; kk < KMAX; ++kk) {
-        qv[kk] = in[Sl::QN + lane + 32 * kk];
-        kv[kk] = in[Sl::KN + lane + 32 * kk];
-    }
-#pragma unroll
-    for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
-    float* orow = out + (size_t)i * Hv * Dv + (size_t)b.h * Dv;
-    dn_update<VM>(S, qv, kv, v, in[Sl::BETA], in[Sl::DECAY], orow, b.j0, Dv, write_out);
+    float o[VM];
+    dn_slot_advance<VM, Sl>(S, in, b.j0, Dv);
+    dn_slot_out_part<VM, Sl>(S, in, o);
+    dn_out_finish<VM>(o, orow, b.j0, Dv, write_out);
     if (save >= 0) dn_store<VM>(S, snaps + ((size_t)save * Hv + b.h) * b.hs, b.j0, Dk, Dv);
 }
 

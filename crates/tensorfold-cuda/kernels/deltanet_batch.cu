@@ -122,37 +122,19 @@ __device__ __forceinline__ bool dn_batch_plain(const float* slots, int n) {
 template <int VM, typename Sl, bool FULL>
 __device__ __forceinline__ void dn_chain_batch(float (&S)[VM][KMAX], const float* slots, int n, const DnBlock<VM>& b,
                                                float* __restrict__ out, int Hv, int Dv, int write_out) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    auto advance = [&](const float* in) {
-        float kv[KMAX], v[VM];
-#pragma unroll
-        for (int kk = 0; kk < KMAX; ++kk) kv[kk] = in[Sl::KN + lane + 32 * kk];
-#pragma unroll
-        for (int m = 0; m < VM; ++m) v[m] = in[Sl::V + warp + DN_WARPS * m];
-        dn_advance<VM, FULL>(S, kv, v, in[Sl::BETA], in[Sl::DECAY], b.j0, Dv);
-    };
-    auto output = [&](const float* in, float (&o)[VM]) {
-        float qv[KMAX];
-#pragma unroll
-        for (int kk = 0; kk < KMAX; ++kk) qv[kk] = in[Sl::QN + lane + 32 * kk];
-        dn_out_part<VM>(S, qv, o);
-    };
-    auto orow = [&](const float* in) {
-        return out + (size_t)reinterpret_cast<const int*>(in)[Sl::I] * Hv * Dv + (size_t)b.h * Dv;
-    };
-    advance(slots);
+    dn_slot_advance<VM, Sl, FULL>(S, slots, b.j0, Dv);
     int u = 0;
     for (; u + 1 < n; ++u) {
         const float* in = slots + u * Sl::FLOATS;
         float o[VM];
-        output(in, o);
-        advance(in + Sl::FLOATS);
-        dn_out_finish<VM, FULL>(o, orow(in), b.j0, Dv, write_out);
+        dn_slot_out_part<VM, Sl>(S, in, o);
+        dn_slot_advance<VM, Sl, FULL>(S, in + Sl::FLOATS, b.j0, Dv);
+        dn_out_finish<VM, FULL>(o, dn_slot_orow<Sl>(in, out, b.h, Hv, Dv), b.j0, Dv, write_out);
     }
     const float* in = slots + u * Sl::FLOATS;
     float o[VM];
-    output(in, o);
-    dn_out_finish<VM, FULL>(o, orow(in), b.j0, Dv, write_out);
+    dn_slot_out_part<VM, Sl>(S, in, o);
+    dn_out_finish<VM, FULL>(o, dn_slot_orow<Sl>(in, out, b.h, Hv, Dv), b.j0, Dv, write_out);
 }
 
 // write_out's bit 0 asks for the outputs; its bit 1 lets plain batches take dn_chain_batch (deltanet.rs sets it

@@ -49,11 +49,7 @@ __device__ __forceinline__ float row_sum(float v, float* scratch) {
         if (lane < CL) cluster_store(scratch + cluster_rank() * nw + (threadIdx.x >> 5), lane, v);
         cluster_arrive();
         cluster_wait();
-        float t = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 32; ++w)
-            if (w < CL * nw) t += scratch[w];
-        return t;
+        return sum_in_order(scratch, CL * nw);
     }
 }
 

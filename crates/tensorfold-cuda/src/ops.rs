@@ -305,42 +305,40 @@ pub(crate) fn rms_norm(dev: &Dev, x: &CudaAct, w: &CudaVector, eps: f32) -> Cuda
     launch_norm(dev, "rms_norm", &inputs, x.rows, x.cols, eps)
 }
 
-/// Rows up to which norms of 1,024-thread rows take the cluster kernels (`_c4`, `_c8`): `TENSORFOLD_CUDA_NORM_CLUSTER`
-/// (0: never), else 64, or what the backend-ops test sets in NORM_CLUSTER_ROWS to run both kinds. The bits are the
-/// same either way. A prompt chunk's thousands of rows fill the SMs with one block a row already. Calls 156–157
-/// timed rounds of 1 and 16 rows, call 159 rounds of 32 and 64 (27B MLX4 32-row rounds 1.2% faster on clusters,
-/// the rest within 0.3%).
-fn norm_cluster_rows() -> usize {
-    static ENV: OnceLock<usize> = OnceLock::new();
-    match NORM_CLUSTER_ROWS.load(Ordering::Relaxed) {
-        usize::MAX => *ENV
-            .get_or_init(|| crate::device::env_usize("TENSORFOLD_CUDA_NORM_CLUSTER").unwrap_or(64)),
-        forced => forced,
-    }
-}
-
-/// Set by the backend-ops test (usize::MAX: unset) to put every norm on clusters (usize::MAX - 1) or none (0).
-pub(crate) static NORM_CLUSTER_ROWS: AtomicUsize = AtomicUsize::new(usize::MAX);
-
-/// Blocks in a norm row's cluster, 4 or 8 (rowwise.cu's `_c4` and `_c8` kernels): `TENSORFOLD_CUDA_NORM_CLUSTER_SIZE`,
-/// else 4, or what the backend-ops test sets in NORM_CLUSTER_SIZE. Call 157 (an H100): both sizes took 16-row 27B
-/// MLX4 rounds from 12.6 to 12.2 ms, but clusters of 8 made 16-row 27B bf16 rounds 1% slower where 4 did not.
-fn norm_cluster_size() -> u32 {
-    static ENV: OnceLock<u32> = OnceLock::new();
-    match NORM_CLUSTER_SIZE.load(Ordering::Relaxed) {
+/// Blocks a row of a norm of `rows` 1,024-thread rows takes: 1, or a cluster of 4 or 8 (rowwise.cu's `_c4` and `_c8`
+/// kernels). The bits are the same either way.
+/// - Calls of up to `TENSORFOLD_CUDA_NORM_CLUSTER` rows (0: never; else 64) take clusters. A prompt chunk's thousands
+///   of rows fill the SMs with one block a row already. Calls 156–157 timed rounds of 1 and 16 rows, call 159 rounds
+///   of 32 and 64 (27B MLX4 32-row rounds 1.2% faster on clusters, the rest within 0.3%).
+/// - Clusters have 4 blocks, or `TENSORFOLD_CUDA_NORM_CLUSTER_SIZE=8`. Call 157 (an H100): both sizes took 16-row
+///   27B MLX4 rounds from 12.6 to 12.2 ms, but clusters of 8 made 16-row 27B bf16 rounds 1% slower where 4 did not.
+/// - The backend-ops test sets NORM_BLOCKS (1, 4 or 8) to run every kind whatever the row count.
+fn norm_blocks(rows: usize) -> u32 {
+    static ROWS: OnceLock<usize> = OnceLock::new();
+    static SIZE: OnceLock<u32> = OnceLock::new();
+    match NORM_BLOCKS.load(Ordering::Relaxed) {
+        1 => 1,
         4 => 4,
         8 => 8,
-        _ => *ENV.get_or_init(|| {
-            match crate::device::env_usize("TENSORFOLD_CUDA_NORM_CLUSTER_SIZE") {
-                Some(8) => 8,
-                _ => 4,
+        _ => {
+            let max_rows = *ROWS.get_or_init(|| {
+                crate::device::env_usize("TENSORFOLD_CUDA_NORM_CLUSTER").unwrap_or(64)
+            });
+            if rows > max_rows {
+                return 1;
             }
-        }),
+            *SIZE.get_or_init(|| {
+                match crate::device::env_usize("TENSORFOLD_CUDA_NORM_CLUSTER_SIZE") {
+                    Some(8) => 8,
+                    _ => 4,
+                }
+            })
+        }
     }
 }
 
-/// Set by the backend-ops test to 4 or 8 (0: unset) to run both cluster sizes.
-pub(crate) static NORM_CLUSTER_SIZE: AtomicUsize = AtomicUsize::new(0);
+/// Set by the backend-ops test to 1, 4 or 8 (0: unset, norm_blocks decides).
+pub(crate) static NORM_BLOCKS: AtomicUsize = AtomicUsize::new(0);
 
 /// Launches rms_norm or add_rms_norm (rowwise.cu) on `inputs` (their leading pointer arguments): one block per
 /// row, the output and, when fused, its tensor-core form written by the kernel.
@@ -359,10 +357,14 @@ fn launch_norm(
     args.extend(prepared_args(dev, p.as_ref()));
     args.extend([Arg::I(cols as i32), Arg::F(eps), Arg::I(p.is_some() as i32)]);
     let threads = rms_norm_threads(cols);
-    if threads == 1024 && rows <= norm_cluster_rows() {
+    let cl = if threads == 1024 {
+        norm_blocks(rows)
+    } else {
+        1
+    };
+    if cl > 1 {
         // The same bits on a cluster of blocks a row (rowwise.cu rms_row): a round's few rows no longer leave
         // all but a few SMs idle while one SM issues a whole row.
-        let cl = norm_cluster_size();
         let name = format!("{kernel}_c{cl}");
         dev.launch(&name, (rows as u32 * cl, 1, 1), threads / cl, &args);
     } else {

@@ -3,20 +3,18 @@
 //! included.
 
 use super::{act, dense, rel_err, Report, Rng};
-use crate::ops::{NORM_CLUSTER_ROWS, NORM_CLUSTER_SIZE};
+use crate::ops::NORM_BLOCKS;
 use crate::CudaBackend;
 use std::sync::atomic::Ordering;
 use tensorfold_backend::cpu::CpuBackend;
 use tensorfold_backend::Backend;
 use tensorfold_core::DenseDType;
 
-/// Runs `f` with every 1,024-thread norm on clusters of `size` blocks (0: on one block a row).
-fn with_clusters<T>(size: usize, f: impl FnOnce() -> T) -> T {
-    NORM_CLUSTER_ROWS.store(if size > 0 { usize::MAX - 1 } else { 0 }, Ordering::Relaxed);
-    NORM_CLUSTER_SIZE.store(size, Ordering::Relaxed);
+/// Runs `f` with every 1,024-thread norm on `blocks` blocks a row (1: one block; 4 or 8: a cluster).
+fn with_blocks<T>(blocks: usize, f: impl FnOnce() -> T) -> T {
+    NORM_BLOCKS.store(blocks, Ordering::Relaxed);
     let out = f();
-    NORM_CLUSTER_ROWS.store(usize::MAX, Ordering::Relaxed);
-    NORM_CLUSTER_SIZE.store(0, Ordering::Relaxed);
+    NORM_BLOCKS.store(0, Ordering::Relaxed);
     out
 }
 
@@ -70,9 +68,9 @@ pub(super) fn check_norm_clusters(
         let y = rng.vec(rows * cols, 2.0);
         let w = rng.vec(cols, 1.0);
         let m = rng.vec(24 * cols, 0.5);
-        let one = with_clusters(0, || norms(gpu, &x, &y, &w, &m, rows, cols));
+        let one = with_blocks(1, || norms(gpu, &x, &y, &w, &m, rows, cols));
         for size in [4, 8] {
-            let cl = with_clusters(size, || norms(gpu, &x, &y, &w, &m, rows, cols));
+            let cl = with_blocks(size, || norms(gpu, &x, &y, &w, &m, rows, cols));
             let (rn, arn) = (format!("rms_norm_c{size}"), format!("add_rms_norm_c{size}"));
             let tag = format!("{rows} rows of {cols}");
             rep.same(&format!("{rn} == rms_norm ({tag})"), &cl.plain, &one.plain);
