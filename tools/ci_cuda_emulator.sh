@@ -4,6 +4,8 @@
 # decoded with graphs on and off, drafted and not, must give one token sha each (the second again with bf16 KV
 # pages, its MTP head's included); the backend-ops test's attention (f32 and bf16 pages), prompt-kernel,
 # shared-launch and DeltaNet checks must pass.
+# Every launch is also checked against the GPU's register file and shared memory, with each kernel's registers read
+# from the cubin NVRTC built (crates/tensorfold-cuda/emu/limits.cpp): a launch the GPU would refuse fails here.
 # Usage: tools/ci_cuda_emulator.sh NVRTC_LIB_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."

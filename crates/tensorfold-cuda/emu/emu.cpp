@@ -1,7 +1,7 @@
 // emu.cpp: a stand-in libcuda.so for tests on machines without a GPU: "device" memory is host memory, streams
 // run work at once, and a launch runs the named kernel (compiled for the CPU from the same sources, see
-// build.sh) block by block with each thread a fiber; graphs replay captured launches. Only the driver calls this
-// crate makes are provided.
+// build.sh) block by block with each thread a fiber; graphs replay captured launches; a launch the GPU would refuse
+// for its registers or shared memory is refused (limits.cpp). Only the driver calls this crate makes are provided.
 #include "emu.h"
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +14,12 @@
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
-enum { OK = 0, ERR_INVALID_VALUE = 1, ERR_NOT_FOUND = 500 };
+enum { OK = 0, ERR_INVALID_VALUE = 1, ERR_NOT_FOUND = 500, ERR_LAUNCH_OUT_OF_RESOURCES = 701 };
+// limits.cpp: each kernel's registers and static shared memory, from the cubin the host loads.
+void emu_read_cubin(const void* image);
+void emu_kernel_limits(const char* name, int* regs, int* static_smem);
+unsigned emu_max_threads(const char* name);
+bool emu_launch_refused(const char* name, unsigned threads, unsigned dyn_smem);
 
 // ---- fibers
 struct EmuThread {
@@ -280,7 +285,11 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void*) { m
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* s, size_t n) { memcpy((void*)d, s, n); return OK; }
 CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) { memcpy(d, (void*)s, n); return OK; }
 static int module_token = 3;
-CUresult cuModuleLoadData(void** m, const void*) { *m = &module_token; return OK; }
+CUresult cuModuleLoadData(void** m, const void* image) {
+    emu_read_cubin(image);
+    *m = &module_token;
+    return OK;
+}
 CUresult cuModuleUnload(void*) { return OK; }
 CUresult cuModuleGetFunction(void** f, void*, const char* name) {
     for (int i = 0; i < emu_kernel_count; ++i)
@@ -315,9 +324,13 @@ CUresult cuFuncSetAttribute(void* f, int attr, int value) {
     dyn_smem_max[f] = value;
     return OK;
 }
-CUresult cuFuncGetAttribute(int* v, int attr, void*) {
-    *v = 0;  // static shared memory (1), and any other attribute asked: none here
-    (void)attr;
+// The cubin's numbers (limits.cpp): 0 the most threads a block, 1 static shared memory, 4 registers a thread;
+// any other attribute asked: 0.
+CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
+    int regs, smem;
+    const char* name = ((const EmuKernel*)f)->name;
+    emu_kernel_limits(name, &regs, &smem);
+    *v = attr == 0 ? (int)emu_max_threads(name) : attr == 1 ? smem : attr == 4 ? regs : 0;
     return OK;
 }
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -327,6 +340,7 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
     const auto lim = dyn_smem_max.find(f);
     if (smem > (lim == dyn_smem_max.end() ? 48u * 1024 : (unsigned)lim->second)) return ERR_INVALID_VALUE;
     const EmuKernel* k = (const EmuKernel*)f;
+    if (emu_launch_refused(k->name, bx, smem)) return ERR_LAUNCH_OUT_OF_RESOURCES;
     if (capturing) {
         capturing->launches.push_back(copy_launch(k, gx, gy, gz, bx, smem, params));
         capturing->nodes.push_back(new EmuNode{capturing, capturing->nodes.size()});
