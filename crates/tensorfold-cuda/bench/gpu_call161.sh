@@ -1,0 +1,41 @@
+#!/bin/bash
+# gpu_call161.sh FINAL BUDGET_S BIN: the review tidy of 9d1c8ca (DeltaNet slot helpers, one in-order warp-total sum)
+# checked on the GPU (every check, the tiny shas); Nsight Compute on the two launches a 27B MLX4 16-row round adds
+# most time to; then the issue's whole table with this binary (call 143's sweeps and peers: copy bandwidth, decode
+# against the bound, rounds of 1 to 64 rows, aggregate decode, prefill 2k/16k/32k, 27B and 9B in MLX 4-bit and bf16).
+# Nsight: the 4-bit wgmma projection `project_wgmma_a4_g2_bf16` (9 to 16 rows; its first launches are the 16-row
+# round's, since decode takes the stream kernels and the 64-token prefills the 64-column build), and the DeltaNet
+# chain `dn_recur_batch_v2` (the 64-token prefills of the bench's four decodes and of its rounds come first: 5 × 48
+# launches, so launches 241 and 242 should be the 16-row round's first two; the log's grid and duration tell).
+FINAL=${1:?out dir}; BUDGET=${2:-560}; BIN=${3:?binary}
+. "$(dirname "$0")/steps.sh"
+mkdir -p "$FINAL"
+full_check "$BIN"
+sweep() {  # sweep NAME MODEL PREFILL_LENS
+  step "$1" 150 "$BIN" bench --device cuda --model "$2" --decode-tokens 32 --repeat 2 --prefill-lens "$3"
+  grep -E "^\||copy|weights read" "$OUT/$1.log" | cut -c1-120 | sed "s/^/$1 /"
+}
+peer() {  # peer NAME DIR
+  step "$1" 90 python3 "$(dirname "$0")/peer_transformers.py" "$2" 32
+  grep -E "^\||peer load" "$OUT/$1.log" | sed "s/^/$1 /"
+}
+M=/dev/shm/s27m4
+step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
+ncu_launches ncu-wg16 project_wgmma_a4_g2_bf16 0 2 "$BIN" $M SpeedOfLight MemoryWorkloadAnalysis \
+  WarpStateStats SchedulerStats ComputeWorkloadAnalysis Occupancy LaunchStats
+ncu_launches ncu-dn16 dn_recur_batch_v2 240 2 "$BIN" $M SpeedOfLight WarpStateStats SchedulerStats Occupancy \
+  LaunchStats
+sweep sweep-27b-mlx4 $M 2048,16384,32768
+rm -rf $M
+step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out /dev/shm/s27b
+sweep sweep-27b-bf16 /dev/shm/s27b 2048,16384,32768
+peer peer-27b-bf16 /dev/shm/s27b
+rm -rf /dev/shm/s27b
+step synth-9b-mlx4 40 "$BIN" synth --shape 9b --format mlx4 --threads 16 --out /dev/shm/s9m4
+sweep sweep-9b-mlx4 /dev/shm/s9m4 2048,16384
+rm -rf /dev/shm/s9m4
+step synth-9b-bf16 60 "$BIN" synth --shape 9b --format bf16 --threads 16 --out /dev/shm/s9b
+sweep sweep-9b-bf16 /dev/shm/s9b 2048,16384
+peer peer-9b-bf16 /dev/shm/s9b
+rm -rf /dev/shm/s9b
+finish "$FINAL"
