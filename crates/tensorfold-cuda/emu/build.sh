@@ -1,6 +1,7 @@
 #!/bin/sh
 # build.sh OUTDIR: builds OUTDIR/libcuda.so, the CPU stand-in driver that runs this crate's kernels (emu.cpp).
 # Then: LD_LIBRARY_PATH=OUTDIR:<nvrtc dir> tensorfold check --device cuda ...   (or the crate's tests).
+# EMU_DEFINES (e.g. "-DTF_FRESH_GROUPS") builds the kernels with those macros, as TENSORFOLD_CUDA_DEFINES does on the GPU.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: build.sh OUTDIR}
@@ -12,6 +13,6 @@ src="$out/kernels_cpu.cpp"
 } > "$src"
 python3 "$here/wrappers.py" "$src" "$here" > "$out/wrappers.inc"
 cat "$out/wrappers.inc" >> "$src"
-g++ -O2 -g -U_FORTIFY_SOURCE -std=c++17 -fPIC -shared -Wno-unknown-pragmas -I"$here" -o "$out/libcuda.so" "$here/emu.cpp" "$here/limits.cpp" "$src"
+g++ -O2 -g -U_FORTIFY_SOURCE -std=c++17 ${EMU_DEFINES:-} -fPIC -shared -Wno-unknown-pragmas -I"$here" -o "$out/libcuda.so" "$here/emu.cpp" "$here/limits.cpp" "$src"
 ln -sf libcuda.so "$out/libcuda.so.1"
 echo "built $out/libcuda.so"

@@ -24,6 +24,21 @@
 // P2 = (c2,c6), P3 = (c3,c7): the 4-bit codes give these pairs with one mask each, and prepare_x stores x in this
 // order so one 16-byte load gives all four.
 
+// A 4-bit group's sum starts from nothing on every path (TF_FRESH_GROUPS, a measurement switch, off by default): the
+// mma.sync kernels give the group's first step a C of −0, which adds nothing (x + (−0) is x for every x, −0 and +0
+// included), and the wgmma kernels take no C there (scale-d off, D = A·B), so they need not zero their accumulators
+// each group (32 moves a group in the 16-row kernel). By default every path adds a C of +0 instead, as before,
+// and the wgmma kernels zero theirs through an opaque +0. Whether the tensor cores' A·B + (−0) is A·B to the bit
+// (the sign of a zero sum included) is what a GPU run of the switch checks; BENCHMARKS.md §7, "where a 16-row 4-bit
+// round's projection time goes".
+#ifdef TF_FRESH_GROUPS
+#define GROUP_C0 (-0.0f)
+#define FRESH_GROUPS true
+#else
+#define GROUP_C0 0.0f
+#define FRESH_GROUPS false
+#endif
+
 #define MMA_OUT 16   // output features per block (the mma's M)
 #define MMA_MAXW 16  // most warps per block
 
@@ -365,7 +380,7 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) d[nt][i] = 0.0f;
+                for (int i = 0; i < 4; ++i) d[nt][i] = GROUP_C0;
 #pragma unroll
             for (int j = 0; j < WPL; ++j) {
                 u32 pg[4], pg8[4];

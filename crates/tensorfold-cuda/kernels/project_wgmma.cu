@@ -49,13 +49,19 @@ __device__ __forceinline__ void wg_pin(float (&d)[MT][NT][4]) {
 // d[m] += A[m]·B for the group's four k16 steps and the block's m64 blocks m: a[m][q] the A fragment of step q,
 // the B tile at `bt` (`bts` its shared address), NT n-tiles of 8 columns (8: 32 rows, m64n64k16; 4: 16 rows,
 // m64n32k16; 2: 8 rows, m64n16k16). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
-template <int NT, int MT>
+// FRESH (FRESH_GROUPS, project_mma.cu): the first step takes no C (scale-d off, D = A·B), so d needs no zeroing;
+// the emulator models it as the mma.sync kernels' C of −0.
+template <int NT, int MT, bool FRESH = false>
 __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT][4][4],
                                              const unsigned char* bt, SmemAddr bts) {
 #ifdef TF_EMU
     // The emulator feeds each n-tile to its mma.sync model with the B words mma.sync's lanes would hold.
     (void)bts;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (FRESH)
+        for (int m = 0; m < MT; ++m)
+            for (int nt = 0; nt < NT; ++nt)
+                for (int k = 0; k < 4; ++k) d[m][nt][k] = -0.0f;
     for (int q = 0; q < 4; ++q)
         for (int m = 0; m < MT; ++m)
             for (int nt = 0; nt < NT; ++nt) {
@@ -84,7 +90,7 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
         for (int m = 0; m < MT; ++m) {
             if constexpr (NT == 8)
                 asm volatile(
-                    "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                    "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
                     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
@@ -97,27 +103,30 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
                       "+f"(d[m][NT - 3][1]), "+f"(d[m][NT - 3][2]), "+f"(d[m][NT - 3][3]), "+f"(d[m][NT - 2][0]),
                       "+f"(d[m][NT - 2][1]), "+f"(d[m][NT - 2][2]), "+f"(d[m][NT - 2][3]), "+f"(d[m][NT - 1][0]),
                       "+f"(d[m][NT - 1][1]), "+f"(d[m][NT - 1][2]), "+f"(d[m][NT - 1][3])
-                    : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc)
+                    : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc),
+                      "r"(FRESH && q == 0 ? 0 : 1)
                     : "memory");
             else if constexpr (NT == 4)
                 asm volatile(
-                    "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                    "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
                     : "+f"(d[m][0][0]), "+f"(d[m][0][1]), "+f"(d[m][0][2]), "+f"(d[m][0][3]), "+f"(d[m][1][0]),
                       "+f"(d[m][1][1]), "+f"(d[m][1][2]), "+f"(d[m][1][3]), "+f"(d[m][NT - 2][0]),
                       "+f"(d[m][NT - 2][1]), "+f"(d[m][NT - 2][2]), "+f"(d[m][NT - 2][3]), "+f"(d[m][NT - 1][0]),
                       "+f"(d[m][NT - 1][1]), "+f"(d[m][NT - 1][2]), "+f"(d[m][NT - 1][3])
-                    : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc)
+                    : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc),
+                      "r"(FRESH && q == 0 ? 0 : 1)
                     : "memory");
             else
                 asm volatile(
-                    "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                    "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
                     "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
                     : "+f"(d[m][0][0]), "+f"(d[m][0][1]), "+f"(d[m][0][2]), "+f"(d[m][0][3]), "+f"(d[m][NT - 1][0]),
                       "+f"(d[m][NT - 1][1]), "+f"(d[m][NT - 1][2]), "+f"(d[m][NT - 1][3])
-                    : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc)
+                    : "r"(a[m][q][0]), "r"(a[m][q][1]), "r"(a[m][q][2]), "r"(a[m][q][3]), "l"(desc),
+                      "r"(FRESH && q == 0 ? 0 : 1)
                     : "memory");
         }
     }
@@ -409,13 +418,16 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
             }
         }
         float d[MT][NT][4];
+        constexpr bool FRESH = FRESH_GROUPS;  // the first step takes no C: d is not zeroed (wg_group_mma)
+        if (!FRESH) {
 #pragma unroll
-        for (int m = 0; m < MT; ++m)
+            for (int m = 0; m < MT; ++m)
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
+                for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
-        wg_group_mma<NT, MT>(d, a, st, ring_at + (j % STAGES) * St::BYTES);
+                    for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
+        }
+        wg_group_mma<NT, MT, FRESH>(d, a, st, ring_at + (j % STAGES) * St::BYTES);
         // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
         const float* xsum = reinterpret_cast<const float*>(st + St::XSUMS);
         float sx[NT];  // row nt·TILE_ROWS + t's sum over the group

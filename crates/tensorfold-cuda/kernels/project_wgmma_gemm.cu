@@ -105,13 +105,18 @@ __device__ __forceinline__ void gwg_issue(SmemAddr st, int G, const unsigned cha
 }
 
 // d += A·B for one group's four k16 steps: a[q] the A fragment of step q, the B operand at `bt` (`bts` its shared
-// address), 128 columns. Committed as one wgmma group; not waited for here.
+// address), 128 columns. Committed as one wgmma group; not waited for here. FRESH: the first step takes no C
+// (FRESH_GROUPS, project_mma.cu), modelled on the emulator as a C of −0.
+template <bool FRESH = false>
 __device__ __forceinline__ void gwg_group_mma(float (&d)[GWG_NT][4], u32 (&a)[4][4], const unsigned char* bt,
                                               SmemAddr bts) {
 #ifdef TF_EMU
     // The emulator feeds each n-tile to its mma.sync model with the B words mma.sync's lanes would hold.
     (void)bts;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (FRESH)
+        for (int nt = 0; nt < GWG_NT; ++nt)
+            for (int i = 0; i < 4; ++i) d[nt][i] = -0.0f;
     for (int q = 0; q < 4; ++q)
         for (int nt = 0; nt < GWG_NT; ++nt) {
             const unsigned char* s = bt + q * WG_STEP;
@@ -132,14 +137,14 @@ __device__ __forceinline__ void gwg_group_mma(float (&d)[GWG_NT][4], u32 (&a)[4]
     for (int q = 0; q < 4; ++q) {
         const u64 desc = wg_desc(bts + q * WG_STEP);
         asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
             "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
             "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
             "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
             "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
             : GWG_D(0), GWG_D(1), GWG_D(2), GWG_D(3), GWG_D(4), GWG_D(5), GWG_D(6), GWG_D(7), GWG_D(8), GWG_D(9),
               GWG_D(10), GWG_D(11), GWG_D(12), GWG_D(13), GWG_D(14), GWG_D(15)
-            : "r"(a[q][0]), "r"(a[q][1]), "r"(a[q][2]), "r"(a[q][3]), "l"(desc)
+            : "r"(a[q][0]), "r"(a[q][1]), "r"(a[q][2]), "r"(a[q][3]), "l"(desc), "r"(FRESH && q == 0 ? 0 : 1)
             : "memory");
     }
 #undef GWG_D
@@ -222,7 +227,7 @@ __device__ __forceinline__ void gwg_group(int j, int jobs, GwgWalk& k, unsigned 
             a[2 * jj + h][3] = pg8[2 * h + 1];
         }
     }
-    gwg_group_mma(d, a, smem + st, smem_s + st);
+    gwg_group_mma<Q4 && FRESH_GROUPS>(d, a, smem + st, smem_s + st);
     gwg_wait(d, Q4);  // before anything may reuse the A registers (see the top of the file)
     if constexpr (Q4) {
         // project_stream_a4's group end: x's group sum (0, then its two chunk sums), the scale and centred bias fmas.
@@ -240,8 +245,10 @@ __device__ __forceinline__ void gwg_group(int j, int jobs, GwgWalk& k, unsigned 
             const HiLo v = hi_plus_lo(d[nt]);
             acc[nt][0] = fmaf(b0, sx, fmaf(s0, v.g, acc[nt][0]));
             acc[nt][1] = fmaf(b8, sx, fmaf(s8, v.g8, acc[nt][1]));
+            if (!FRESH_GROUPS) {  // (else the next group's first step takes no C)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) d[nt][i] = zero;
+                for (int i = 0; i < 4; ++i) d[nt][i] = zero;
+            }
         }
     }
 }

@@ -14,6 +14,8 @@ mod mix;
 mod norms;
 #[path = "selftest_pairs.rs"]
 mod pairs;
+#[path = "selftest_signs.rs"]
+mod signs;
 
 /// `f()` with the test switch `flag` on (a choice of kernels the backend-ops test flips), then off again.
 pub(crate) fn with<T>(flag: &std::sync::atomic::AtomicBool, f: impl FnOnce() -> T) -> T {
@@ -436,6 +438,7 @@ pub fn run(gpu: &CudaBackend) -> Report {
     }
     if wanted("projections") {
         check_projections(&mut rep, &cpu, gpu, &mut rng);
+        signs::check_zero_groups(&mut rep, gpu);
     }
     if wanted("pairs") {
         pairs::check_pairs(&mut rep, gpu, &mut rng);

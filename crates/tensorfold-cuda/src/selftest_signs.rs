@@ -1,0 +1,96 @@
+//! The backend-ops test's zero-sign check: a 4-bit projection whose outputs are signed zeros gives the same bits on
+//! every kernel family (decode stream, direct loads, wgmma rounds, both prompt kernels).
+//!
+//! Why: a 4-bit group's sum starts from a C of +0 on every path by default, or from nothing under the measurement
+//! switch TF_FRESH_GROUPS (project_mma.cu: a C of −0 on mma.sync, no C on wgmma). The two starts differ only where a
+//! group's products are all zero, as −0 against +0, and that reaches an output only when the output's running sum
+//! is already −0, which takes an underflow. Random inputs never meet that case; these rows do, so that a path whose
+//! zero sum has another sign than the others fails here.
+
+use super::{act, Report};
+use crate::CudaBackend;
+use tensorfold_backend::Backend;
+use tensorfold_core::{Bytes, DenseDType, StoredMatrix};
+
+/// Outputs (past 1,024, so rounds of 5 to 64 rows take the wgmma kernels) and columns (32 groups of 64).
+const OUT: usize = 1040;
+const COLS: usize = 2048;
+/// Groups whose sums underflow to −0: the first 16, so that every residue (up to 16 warps split the groups) starts
+/// with them; the other 16 groups see x = 0.
+const TINY_GROUPS: usize = 16;
+
+/// Every code 7 (centred: −1), so a group of x = +0 has products of −0 only. Tiny groups: scale 2^-60 and centred
+/// bias −2^-60 (bias −9·2^-60), so with x = 2^-100 each fma of the fold is −2^-154 exactly, which rounds to −0.
+/// Zero groups: scale 1 and centred bias −1, so that their terms keep a running −0 as −0 exactly when the group's
+/// mma sum is −0 (−1·(+0) = −0, and −0 + −0 = −0 where −0 + +0 = +0).
+fn matrix() -> StoredMatrix {
+    let groups = COLS / 64;
+    let (mut scales, mut biases) = (Vec::new(), Vec::new());
+    for _ in 0..OUT {
+        for g in 0..groups {
+            let tiny = g < TINY_GROUPS;
+            let s = if tiny { (-60f32).exp2() } else { 1.0 };
+            scales.push(s);
+            biases.push(-9.0 * s);
+        }
+    }
+    let bf16 = |v: &[f32]| -> Vec<u8> {
+        v.iter()
+            .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
+            .collect()
+    };
+    StoredMatrix::Affine {
+        bits: 4,
+        group_size: 64,
+        codes: Bytes::from_vec(vec![0x77; OUT * COLS / 2]),
+        scales: Bytes::from_vec(bf16(&scales)),
+        biases: Bytes::from_vec(bf16(&biases)),
+        scale_dtype: DenseDType::BF16,
+        rows: OUT,
+        cols: COLS,
+    }
+}
+
+/// Rows of x: 2^-100 in the tiny groups' columns, +0 in the others.
+fn rows(n: usize) -> Vec<f32> {
+    let row: Vec<f32> = (0..COLS)
+        .map(|c| if c < TINY_GROUPS * 64 { (-100f32).exp2() } else { 0.0 })
+        .collect();
+    row.repeat(n)
+}
+
+/// Every path's outputs for these rows against the decode kernels' (one row on the weight stream), bit for bit; and
+/// that those outputs are zeros at all (else the rows test nothing). The line says which zero this device gave.
+pub(super) fn check_zero_groups(rep: &mut Report, gpu: &CudaBackend) {
+    let w = gpu.matrix(&matrix()).expect("upload");
+    let one = gpu.to_host(&gpu.project(&act(gpu, 1, COLS, &rows(1)), &w));
+    let zeros = one.iter().filter(|v| **v == 0.0).count();
+    let negative = one.iter().filter(|v| v.to_bits() == 0x8000_0000).count();
+    rep.none_differ(
+        &format!("zero-sign rows: the decode kernels' outputs are zeros ({negative} of them −0)"),
+        OUT - zeros,
+        OUT,
+    );
+    for n in [6usize, 9, 16, 17, 32, 64, 65, 130] {
+        let xa = act(gpu, n, COLS, &rows(n));
+        let mut paths = vec![("the default kernels", gpu.project(&xa, &w))];
+        if n <= 16 {
+            paths.push(("direct loads", gpu.project_staged(&xa, &w, 0)));
+        }
+        if n >= 65 {
+            paths.push(("the mma.sync prompt kernel", gpu.project_layout(&xa, &w, 0, true)));
+            if let Some(y) = gpu.project_wgmma_prompt(&xa, &w) {
+                paths.push(("the wgmma prompt kernel", y));
+            }
+        }
+        for (what, y) in paths {
+            let y = gpu.to_host(&y);
+            let want: Vec<f32> = one.iter().copied().cycle().take(n * OUT).collect();
+            rep.same(
+                &format!("zero-sign rows: {what}, {n} rows, vs one row on the decode kernels"),
+                &y,
+                &want,
+            );
+        }
+    }
+}
