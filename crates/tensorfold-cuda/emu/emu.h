@@ -127,7 +127,9 @@ inline void emu_mma_bf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, u
     }
     for (int m = 0; m < 2; ++m)
         for (int c = 0; c < 2; ++c) {
-            float s = 0.0f;
+            // From −0, so that a step whose products are all −0 sums to −0 and any other to what it did from +0:
+            // a zero sum keeps IEEE's sign, as the tensor cores' A·B (wgmma with scale-d off) is taken to.
+            float s = -0.0f;
             for (int k = 0; k < 16; ++k) s = std::fma(A[m][k], B[c][k], s);
             d[2 * m + c] += s;
         }
