@@ -1,7 +1,7 @@
 #!/bin/sh
 # build.sh OUTDIR: builds OUTDIR/libcuda.so, the CPU stand-in driver that runs this crate's kernels (emu.cpp).
 # Then: LD_LIBRARY_PATH=OUTDIR:<nvrtc dir> tensorfold check --device cuda ...   (or the crate's tests).
-# EMU_DEFINES (e.g. "-DTF_FRESH_GROUPS") builds the kernels with those macros, as TENSORFOLD_CUDA_DEFINES does on the GPU.
+# EMU_DEFINES (e.g. "-DTF_ZEROED_GROUPS") builds the kernels with those macros, as TENSORFOLD_CUDA_DEFINES does on the GPU.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: build.sh OUTDIR}

@@ -127,10 +127,16 @@ inline void emu_mma_bf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, u
     }
     for (int m = 0; m < 2; ++m)
         for (int c = 0; c < 2; ++c) {
-            // From −0, so that a step whose products are all −0 sums to −0 and any other to what it did from +0:
-            // a zero sum keeps IEEE's sign, as the tensor cores' A·B (wgmma with scale-d off) is taken to.
+            // From −0, so that a step whose products are all −0 sums to −0 (IEEE), then C added. A zero result is
+            // +0 whatever the signs, as the tensor cores give it (call 161, backend-ops' zero-sign rows): so a
+            // wgmma step that takes no C (project_mma.cu FRESH_GROUPS) is modelled by a C of +0.
             float s = -0.0f;
             for (int k = 0; k < 16; ++k) s = std::fma(A[m][k], B[c][k], s);
-            d[2 * m + c] += s;
+            const float r = d[2 * m + c] + s;
+#ifdef EMU_IEEE_ZERO_SUMS
+            d[2 * m + c] = r;  // (a device whose zero sums keep IEEE's sign: backend-ops' zero-sign rows then see it)
+#else
+            d[2 * m + c] = r == 0.0f ? 0.0f : r;
+#endif
         }
 }

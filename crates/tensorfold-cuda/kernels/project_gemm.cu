@@ -261,7 +261,7 @@ __device__ __forceinline__ void project_gemm(const u16* __restrict__ xh, const u
 #pragma unroll
                 for (int n = 0; n < GEMM_NT; ++n)
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) c[m][n][i] = GROUP_C0;  // the group's first C (project_mma.cu)
+                    for (int i = 0; i < 4; ++i) c[m][n][i] = 0.0f;
         }
 #pragma unroll
         for (int j = 0; j < WPL; ++j) {

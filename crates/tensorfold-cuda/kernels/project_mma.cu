@@ -24,19 +24,17 @@
 // P2 = (c2,c6), P3 = (c3,c7): the 4-bit codes give these pairs with one mask each, and prepare_x stores x in this
 // order so one 16-byte load gives all four.
 
-// A 4-bit group's sum starts from nothing on every path (TF_FRESH_GROUPS, a measurement switch, off by default): the
-// mma.sync kernels give the group's first step a C of −0, which adds nothing (x + (−0) is x for every x, −0 and +0
-// included), and the wgmma kernels take no C there (scale-d off, D = A·B), so they need not zero their accumulators
-// each group (32 moves a group in the 16-row kernel). By default every path adds a C of +0 instead, as before,
-// and the wgmma kernels zero theirs through an opaque +0. Whether the tensor cores' A·B + (−0) is A·B to the bit
-// (the sign of a zero sum included) is what a GPU run of the switch checks; BENCHMARKS.md §7, "where a 16-row 4-bit
-// round's projection time goes".
-#ifdef TF_FRESH_GROUPS
-#define GROUP_C0 (-0.0f)
-#define FRESH_GROUPS true
-#else
-#define GROUP_C0 0.0f
+// The wgmma kernels (rounds of 5 to 64 rows, prompt chunks) start each 4-bit group's sum with no C (scale-d off,
+// D = A·B), where the mma.sync kernels add a C of +0. Adding +0 leaves every nonzero sum as it is, and the tensor
+// cores give a zero sum as +0 whatever the signs of its products and of C (call 161, an H100: rows built so that
+// a −0 would reach the outputs, backend-ops' zero-sign rows, gave +0 on every path), so the bits are the same. It
+// saves the round kernels zeroing their accumulators each group: 375 → 331 SASS instructions a group in the
+// 16-row kernel, and 16-row 27B MLX4 rounds 5% faster, 2k prefills 7% (BENCHMARKS.md §7, calls 161-163).
+// TF_ZEROED_GROUPS (TENSORFOLD_CUDA_DEFINES) zeroes them through an opaque +0 again, for same-run comparisons.
+#ifdef TF_ZEROED_GROUPS
 #define FRESH_GROUPS false
+#else
+#define FRESH_GROUPS true
 #endif
 
 #define MMA_OUT 16   // output features per block (the mma's M)
@@ -380,7 +378,7 @@ __device__ __forceinline__ void project_mma_a4(const u16* __restrict__ xh, const
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) d[nt][i] = GROUP_C0;
+                for (int i = 0; i < 4; ++i) d[nt][i] = 0.0f;
 #pragma unroll
             for (int j = 0; j < WPL; ++j) {
                 u32 pg[4], pg8[4];

@@ -256,7 +256,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                for (int k = 0; k < 4; ++k) d[m][nt][k] = GROUP_C0;  // the group's first C (project_mma.cu)
+                for (int k = 0; k < 4; ++k) d[m][nt][k] = 0.0f;
 #pragma unroll
         for (int j = 0; j < WPL; ++j) {
             // x of this word for every tile of rows, loaded once for the MT output tiles.

@@ -50,7 +50,7 @@ __device__ __forceinline__ void wg_pin(float (&d)[MT][NT][4]) {
 // the B tile at `bt` (`bts` its shared address), NT n-tiles of 8 columns (8: 32 rows, m64n64k16; 4: 16 rows,
 // m64n32k16; 2: 8 rows, m64n16k16). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
 // FRESH (FRESH_GROUPS, project_mma.cu): the first step takes no C (scale-d off, D = A·B), so d needs no zeroing;
-// the emulator models it as the mma.sync kernels' C of −0.
+// the emulator models it as a C of +0 (its mma gives a zero sum as +0, as the tensor cores do).
 template <int NT, int MT, bool FRESH = false>
 __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT][4][4],
                                              const unsigned char* bt, SmemAddr bts) {
@@ -61,7 +61,7 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
     if (FRESH)
         for (int m = 0; m < MT; ++m)
             for (int nt = 0; nt < NT; ++nt)
-                for (int k = 0; k < 4; ++k) d[m][nt][k] = -0.0f;
+                for (int k = 0; k < 4; ++k) d[m][nt][k] = 0.0f;
     for (int q = 0; q < 4; ++q)
         for (int m = 0; m < MT; ++m)
             for (int nt = 0; nt < NT; ++nt) {
@@ -369,9 +369,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const int r0 = split ? (int)blockIdx.y : 0;
     const int jobs = split ? (r0 < groups ? (groups - 1 - r0) / nw + 1 : 0) : groups;
     const u32 mask = opaque_nibble_mask();
-    // The accumulators start each group at a +0 the compiler cannot see: told they are zero, ptxas drops them
-    // (HGMMA with scale-d off, D = A·B), where the stream kernels' mma.sync adds its C of +0 (D = A·B + 0, which
-    // differs when A·B is −0).
+    // With TF_ZEROED_GROUPS the accumulators start each group at a +0 the compiler cannot see (told they are zero,
+    // ptxas would drop them: HGMMA with scale-d off, which is what the default does, FRESH_GROUPS).
     const float zero = opaque_zero();
     const SmemAddr ring_at = smem_addr(ring);
     const unsigned char* btiles = reinterpret_cast<const unsigned char*>(b_tiles);

@@ -106,7 +106,7 @@ __device__ __forceinline__ void gwg_issue(SmemAddr st, int G, const unsigned cha
 
 // d += A·B for one group's four k16 steps: a[q] the A fragment of step q, the B operand at `bt` (`bts` its shared
 // address), 128 columns. Committed as one wgmma group; not waited for here. FRESH: the first step takes no C
-// (FRESH_GROUPS, project_mma.cu), modelled on the emulator as a C of −0.
+// (FRESH_GROUPS, project_mma.cu), modelled on the emulator as a C of +0.
 template <bool FRESH = false>
 __device__ __forceinline__ void gwg_group_mma(float (&d)[GWG_NT][4], u32 (&a)[4][4], const unsigned char* bt,
                                               SmemAddr bts) {
@@ -116,7 +116,7 @@ __device__ __forceinline__ void gwg_group_mma(float (&d)[GWG_NT][4], u32 (&a)[4]
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     if (FRESH)
         for (int nt = 0; nt < GWG_NT; ++nt)
-            for (int i = 0; i < 4; ++i) d[nt][i] = -0.0f;
+            for (int i = 0; i < 4; ++i) d[nt][i] = 0.0f;
     for (int q = 0; q < 4; ++q)
         for (int nt = 0; nt < GWG_NT; ++nt) {
             const unsigned char* s = bt + q * WG_STEP;
@@ -283,9 +283,8 @@ __device__ __forceinline__ void project_wgmma_gemm(const GwgWeights<S>& wt, floa
         }
         cp_async_commit();
     }
-    // Each chain (a residue's for bf16, a group's for 4-bit) starts at a +0 the compiler cannot see: told it is
-    // zero, ptxas drops it (wgmma with scale-d off, D = A·B), where the decode kernels' mma.sync adds its C of +0
-    // (which differs when A·B is −0).
+    // Each bf16 residue's chain starts at a +0 the compiler cannot see (told it is zero, ptxas would drop it:
+    // wgmma with scale-d off); a 4-bit group's takes no C at all unless TF_ZEROED_GROUPS (FRESH_GROUPS).
     const float zero = opaque_zero();
     const u32 mask = opaque_nibble_mask();
     float d[GWG_NT][4], acc[GWG_NT][2], tot[GWG_NT][2];

@@ -1,11 +1,11 @@
 //! The backend-ops test's zero-sign check: a 4-bit projection whose outputs are signed zeros gives the same bits on
 //! every kernel family (decode stream, direct loads, wgmma rounds, both prompt kernels).
 //!
-//! Why: a 4-bit group's sum starts from a C of +0 on every path by default, or from nothing under the measurement
-//! switch TF_FRESH_GROUPS (project_mma.cu: a C of −0 on mma.sync, no C on wgmma). The two starts differ only where a
-//! group's products are all zero, as −0 against +0, and that reaches an output only when the output's running sum
-//! is already −0, which takes an underflow. Random inputs never meet that case; these rows do, so that a path whose
-//! zero sum has another sign than the others fails here.
+//! Why: a 4-bit group's sum starts from a C of +0 on the mma.sync kernels and from no C at all on the wgmma ones
+//! (project_mma.cu FRESH_GROUPS). The two can differ only where a group's products are all zero, if the tensor cores
+//! gave such a sum as −0 without C, and that reaches an output only when the output's running sum is already −0,
+//! which takes an underflow. Random inputs never meet that case; these rows do, so a device whose zero sums keep a
+//! sign fails here (on an H100 every path gave +0, call 161).
 
 use super::{act, Report};
 use crate::CudaBackend;
@@ -54,7 +54,13 @@ fn matrix() -> StoredMatrix {
 /// Rows of x: 2^-100 in the tiny groups' columns, +0 in the others.
 fn rows(n: usize) -> Vec<f32> {
     let row: Vec<f32> = (0..COLS)
-        .map(|c| if c < TINY_GROUPS * 64 { (-100f32).exp2() } else { 0.0 })
+        .map(|c| {
+            if c < TINY_GROUPS * 64 {
+                (-100f32).exp2()
+            } else {
+                0.0
+            }
+        })
         .collect();
     row.repeat(n)
 }
@@ -71,14 +77,19 @@ pub(super) fn check_zero_groups(rep: &mut Report, gpu: &CudaBackend) {
         OUT - zeros,
         OUT,
     );
-    for n in [6usize, 9, 16, 17, 32, 64, 65, 130] {
+    // Direct loads (project_mma.cu) at 1 to 4 rows (from 5 rows the wgmma kernels take these outputs); the default
+    // kernels at 2 to 4 rows (the weight stream), 5 to 64 (the wgmma round kernels) and 65 or more (prompt chunks).
+    for n in [1usize, 2, 4, 6, 9, 16, 17, 32, 64, 65, 130] {
         let xa = act(gpu, n, COLS, &rows(n));
         let mut paths = vec![("the default kernels", gpu.project(&xa, &w))];
-        if n <= 16 {
+        if n <= 4 {
             paths.push(("direct loads", gpu.project_staged(&xa, &w, 0)));
         }
         if n >= 65 {
-            paths.push(("the mma.sync prompt kernel", gpu.project_layout(&xa, &w, 0, true)));
+            paths.push((
+                "the mma.sync prompt kernel",
+                gpu.project_layout(&xa, &w, 0, true),
+            ));
             if let Some(y) = gpu.project_wgmma_prompt(&xa, &w) {
                 paths.push(("the wgmma prompt kernel", y));
             }
