@@ -81,7 +81,12 @@ pub(super) fn check_zero_groups(rep: &mut Report, gpu: &CudaBackend) {
     // kernels at 2 to 4 rows (the weight stream), 5 to 64 (the wgmma round kernels) and 65 or more (prompt chunks).
     for n in [1usize, 2, 4, 6, 9, 16, 17, 32, 64, 65, 130] {
         let xa = act(gpu, n, COLS, &rows(n));
-        let mut paths = vec![("the default kernels", gpu.project(&xa, &w))];
+        let want: Vec<f32> = one.iter().copied().cycle().take(n * OUT).collect();
+        // (One row on the default kernels is the reference itself.)
+        let mut paths = Vec::new();
+        if n > 1 {
+            paths.push(("the default kernels", gpu.project(&xa, &w)));
+        }
         if n <= 4 {
             paths.push(("direct loads", gpu.project_staged(&xa, &w, 0)));
         }
@@ -96,7 +101,6 @@ pub(super) fn check_zero_groups(rep: &mut Report, gpu: &CudaBackend) {
         }
         for (what, y) in paths {
             let y = gpu.to_host(&y);
-            let want: Vec<f32> = one.iter().copied().cycle().take(n * OUT).collect();
             rep.same(
                 &format!("zero-sign rows: {what}, {n} rows, vs one row on the decode kernels"),
                 &y,
