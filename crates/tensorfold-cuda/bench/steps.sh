@@ -144,3 +144,18 @@ at_context() {
   step "$name" 45 env "$@" "$BIN" bench --device cuda --model "$model" --at-context --prefill-lens "$lens"
   grep -E 'prefill|decode at' "$OUT/$name.log" | cut -c1-110 | sed "s/^/$name /"
 }
+
+# `ncu_kernel NAME KERNEL SKIP COUNT BIN MODEL PREFILL [ENV...]`: Nsight Compute (clocks left alone) on COUNT launches
+# of KERNEL (exact name) after SKIP in `bench --quick` of MODEL with a PREFILL-token prefill, under ENV: speed of
+# light, pipes, occupancy and each stall reason's cycles per issued instruction; logged as NAME, main lines printed.
+ncu_kernel() {
+  local name=$1 kernel=$2 skip=$3 count=$4 bin=$5 model=$6 pl=$7; shift 7
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1)
+  step "$name" 30 env "$@" "$ncu" --clock-control none --kernel-name "$kernel" --launch-skip "$skip" \
+    --launch-count "$count" --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+    "$bin" bench --device cuda --model "$model" --decode-tokens 4 --repeat 1 --quick --prefill-lens "$pl"
+  grep -E "^  [a-z_0-9]+ \(|Duration|Compute \(SM\)|L2 Cache Throughput|highest-utilized|issue_stalled" "$OUT/$name.log" \
+    | awk '!/issue_stalled/ || $NF+0 >= 0.1' | head -60 | sed "s/^/$name /"
+}

@@ -120,6 +120,10 @@ pub fn compile_cubin(src: &str, opts: &[String]) -> Result<Vec<u8>, String> {
             let _ = result::destroy_program(prog);
             return Err(format!("NVRTC failed ({e:?}) with {opts:?}:\n{log}"));
         }
+        // ptxas's notes on a successful build (a wgmma chain it serialised, spills), for kernel work.
+        if std::env::var_os("TENSORFOLD_NVRTC_LOG").is_some() && !log.trim().is_empty() {
+            eprintln!("NVRTC log:\n{log}");
+        }
         let mut n = 0usize;
         let size = sys::nvrtcGetCUBINSize(prog, &mut n).result();
         let mut buf = vec![0u8; n];

@@ -83,16 +83,17 @@ pub(super) fn wgmma_gemm_rows(rows: usize) -> bool {
     gemm_for(rows) && wgmma_gemm_on()
 }
 
-/// Dynamic shared memory of a wgmma prompt block of `wgs` warpgroups: 4 stages of one group's B tiles (16 KB) and
+/// Dynamic shared memory of a wgmma prompt block of `wgs` warpgroups: stages of one group's B tiles (16 KB) and
 /// weights, as project_wgmma_gemm.cu's GwgStage: 128 bytes an output of bf16 weights; for 4-bit ones 512 bytes of
-/// codes and a 128-byte slot of scales and biases a tile of 16 outputs, and 8 bytes of x sums a row.
+/// codes and a 128-byte slot of scales and biases a tile of 16 outputs, and 8 bytes of x sums a row. 4 stages, 5
+/// for bf16 weights (GWG_BF16_PIPE_STAGES: the pipelined walk; built with TF_GEMM_SERIAL it uses 4).
 fn wgmma_gemm_smem(wgs: usize, q4: bool) -> usize {
-    let weights = if q4 {
-        4 * wgs * (512 + 128) + 64 * 8
+    let (weights, stages) = if q4 {
+        (4 * wgs * (512 + 128) + 64 * 8, 4)
     } else {
-        64 * wgs * 128
+        (64 * wgs * 128, 5)
     };
-    4 * (16384 + weights)
+    stages * (16384 + weights)
 }
 
 /// The wgmma prompt kernel standing in for prompt kernel `gemm` (bf16, or 4-bit g64 of any scale type) with
