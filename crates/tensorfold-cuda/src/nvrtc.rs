@@ -44,6 +44,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "project_wgmma_gemm.cu",
         include_str!("../kernels/project_wgmma_gemm.cu"),
     ),
+    (
+        "project_wgmma_gemm_pipe.cu",
+        include_str!("../kernels/project_wgmma_gemm_pipe.cu"),
+    ),
     ("deltanet.cu", include_str!("../kernels/deltanet.cu")),
     (
         "deltanet_batch.cu",
