@@ -1,5 +1,6 @@
-// project_wgmma_gemm_pipe.cu: the wgmma prompt kernels' pipelined walks (a group's wgmmas running while the next
-// group is made ready) and the prompt kernels themselves, which take them unless built with TF_GEMM_SERIAL.
+// project_wgmma_gemm_pipe.cu: the wgmma prompt kernels: bf16 weights on the pipelined walk (a group's wgmmas
+// running while the next group is staged and issued) unless built with TF_GEMM_SERIAL, 4-bit ones on
+// project_wgmma_gemm.cu's serial walk.
 // bf16 prompt chunks keep one group's wgmmas running while the next group is staged and issued (GEMM_PIPE):
 // each warpgroup waits for group j − 1's wgmmas only after issuing group j's, so the tensor cores always have a
 // warpgroup's next group queued. Group j's A fragments live in one of two register sets and the other set is
@@ -66,181 +67,6 @@ __device__ __forceinline__ void gwg_bf16_step(int j, int jobs, GwgWalk& k, unsig
 #else
     (void)prev;
 #endif
-}
-
-// 4-bit prompt chunks with the next group's A fragments made while the current group's wgmmas run (-DTF_GEMM_PIPE_A4,
-// off by default: not yet timed; needs FRESH_GROUPS): a group's sum must be folded (scale, centred bias, x's group
-// sum) before the next group's wgmmas reuse the accumulators, so the wgmmas cannot overlap each other as bf16's do,
-// but the unpacking of the next group's codes can be written ahead of the wait, in a second set of A registers.
-// (ptxas still schedules the unpacking's arithmetic after the wait; only the code loads stay ahead of it, even with
-// a wgmma fence between.) Each group j: copies for group j + 3 into the stage group j − 1 left (everyone folded j − 1
-// before this group's barrier), group j + 1's fragments unpacked from its landed codes, group j's wgmmas waited for
-// and folded, group j + 1's issued. The same groups, operands, starts and folds as the serial walk: the same bits.
-#ifdef TF_GEMM_PIPE_A4
-#define GEMM_PIPE_A4 GEMM_PIPE
-#else
-#define GEMM_PIPE_A4 false
-#endif
-template <typename S, int WGS>
-__device__ __forceinline__ void gwg_a4_unpack(const unsigned char* stage, u32 mask, u32 (&a)[4][4]) {
-    typedef GwgStage<true, WGS> St;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
-    const unsigned char* cw = stage + St::CODES + warp * 512;
-    const uint2 cg = *reinterpret_cast<const uint2*>(cw + g * 32 + t * 8);
-    const uint2 cg8 = *reinterpret_cast<const uint2*>(cw + (g + 8) * 32 + t * 8);
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-        u32 pg[4], pg8[4];
-        pairs_a4_masked(jj ? cg.y : cg.x, mask, pg);
-        pairs_a4_masked(jj ? cg8.y : cg8.x, mask, pg8);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            a[2 * jj + h][0] = pg[2 * h];
-            a[2 * jj + h][1] = pg8[2 * h];
-            a[2 * jj + h][2] = pg[2 * h + 1];
-            a[2 * jj + h][3] = pg8[2 * h + 1];
-        }
-    }
-}
-
-// Pins A registers live up to here (a wgmma may still be reading them before this point).
-__device__ __forceinline__ void gwg_pin_a(u32 (&a)[4][4]) {
-#if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[q][i])::"memory");
-#else
-    (void)a;
-#endif
-}
-
-// Group j of the 4-bit pipelined walk; group j's wgmmas (A fragments `cur`) were issued by group j − 1's turn (or
-// the prologue). `G`, `r`: group j's place in the residue walk.
-template <typename S, int WGS>
-__device__ __forceinline__ void gwg_a4_step(int j, int jobs, GwgWalk& k, unsigned char* smem, SmemAddr smem_s,
-                                            const unsigned char* __restrict__ bt, const GwgWeights<S>& wt, int out,
-                                            int cols, u32 mask, float (&d)[GWG_NT][4], float (&acc)[GWG_NT][2],
-                                            float (&tot)[GWG_NT][2], int& G, int& r, u32 (&cur)[4][4],
-                                            u32 (&next)[4][4]) {
-    typedef GwgStage<true, WGS> St;
-    constexpr int D = 4;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
-    const bool more = j + 1 < jobs;
-    cp_async_wait<1>();  // this thread's copies of group j + 1 have landed (those of j + 2 may not have)
-#ifndef TF_EMU
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-    __syncthreads();  // every thread's copies of group j + 1 are in; every warpgroup has folded group j − 1
-    if (j + D - 1 < jobs) {
-        gwg_issue<true, S, WGS>(smem_s + ((unsigned)(j + D - 1) % D) * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob,
-                                out, k.rows, cols, k.groups);
-        k.Gi += k.nw;
-        if (k.Gi >= k.groups) k.Gi = ++k.ri;
-    }
-    cp_async_commit();
-    const unsigned st = ((unsigned)j % D) * St::BYTES, st1 = ((unsigned)(j + 1) % D) * St::BYTES;
-    if (more) gwg_a4_unpack<S, WGS>(smem + st1, mask, next);
-    gwg_wait(d, true);  // group j's wgmmas are done ...
-    gwg_pin_a(cur);     // ... so its A registers may go
-    // project_stream_a4's group end, as the serial walk's.
-    const unsigned char* prm = smem + st + St::PARAMS + warp * 128;
-    const typename S::raw* sc = reinterpret_cast<const typename S::raw*>(prm);
-    const typename S::raw* bi = reinterpret_cast<const typename S::raw*>(prm + 64);
-    const float s0 = S::get(sc[g]), s8 = S::get(sc[g + 8]);
-    const float b0 = centred_bias(s0, S::get(bi[g])), b8 = centred_bias(s8, S::get(bi[g + 8]));
-#pragma unroll
-    for (int nt = 0; nt < GWG_NT; ++nt) {
-        const float2 xv = *reinterpret_cast<const float2*>(smem + st + St::XSUMS + (nt * TILE_ROWS + t) * 8);
-        float sx = 0.0f;
-        sx += xv.x;
-        sx += xv.y;
-        const HiLo v = hi_plus_lo(d[nt]);
-        acc[nt][0] = fmaf(b0, sx, fmaf(s0, v.g, acc[nt][0]));
-        acc[nt][1] = fmaf(b8, sx, fmaf(s8, v.g8, acc[nt][1]));
-    }
-    G += k.nw;
-    if (G >= k.groups) {
-        // Residue r is done: the decode finish adds warp r's sums after warp r − 1's.
-#pragma unroll
-        for (int nt = 0; nt < GWG_NT; ++nt) {
-            tot[nt][0] = r == 0 ? acc[nt][0] : tot[nt][0] + acc[nt][0];
-            tot[nt][1] = r == 0 ? acc[nt][1] : tot[nt][1] + acc[nt][1];
-            acc[nt][0] = acc[nt][1] = 0.0f;
-        }
-        G = ++r;
-    }
-    if (more) gwg_group_mma<true>(d, next, smem + st1, smem_s + st1);
-}
-
-// y = x Wᵀ for MLX 4-bit g64 weights by the pipelined walk: project_wgmma_gemm's blocks, residues and bits.
-template <typename S, int WGS>
-__device__ __forceinline__ void project_wgmma_gemm_a4_pipe(const GwgWeights<S>& wt, float* __restrict__ y,
-                                                           int rows, int out, int cols, int nw,
-                                                           const u32* __restrict__ b_tiles) {
-    typedef GwgStage<true, WGS> St;
-    constexpr int D = 4;
-    DYNAMIC_SMEM(smem);
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
-    int tile, rb;
-    gemm_block<false>(tile, rb);
-    GwgWalk k;
-    k.q0 = rb * (GWG_ROWS / 16);
-    k.nq = (rows + 15) / 16;
-    k.ob = tile * St::OUTS;
-    k.rows = rows;
-    k.groups = cols / 64;
-    k.nw = nw;
-    k.Gi = k.ri = 0;
-    const int jobs = k.groups;
-    const unsigned char* bt = reinterpret_cast<const unsigned char*>(b_tiles);
-    const SmemAddr smem_s = smem_addr(smem);
-#pragma unroll
-    for (int s = 0; s < D - 1; ++s) {
-        if (s < jobs) {
-            gwg_issue<true, S, WGS>(smem_s + s * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob, out, rows, cols,
-                                    k.groups);
-            k.Gi += k.nw;
-            if (k.Gi >= k.groups) k.Gi = ++k.ri;
-        }
-        cp_async_commit();
-    }
-    const u32 mask = opaque_nibble_mask();
-    float d[GWG_NT][4], acc[GWG_NT][2], tot[GWG_NT][2];
-    u32 a0[4][4], a1[4][4];
-#pragma unroll
-    for (int nt = 0; nt < GWG_NT; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) d[nt][i] = 0.0f;  // never read: each group's first step takes no C
-        tot[nt][0] = tot[nt][1] = acc[nt][0] = acc[nt][1] = 0.0f;
-    }
-    int G = 0, r = 0;  // group j's place in the residue walk
-    if (jobs > 0) {
-        cp_async_wait<D - 2>();  // group 0's copies have landed
-#ifndef TF_EMU
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-        __syncthreads();
-        gwg_a4_unpack<S, WGS>(smem, mask, a0);
-        gwg_group_mma<true>(d, a0, smem, smem_s);
-    }
-    int j = 0;
-    for (; j + 1 < jobs; j += 2) {
-        gwg_a4_step<S, WGS>(j, jobs, k, smem, smem_s, bt, wt, out, cols, mask, d, acc, tot, G, r, a0, a1);
-        gwg_a4_step<S, WGS>(j + 1, jobs, k, smem, smem_s, bt, wt, out, cols, mask, d, acc, tot, G, r, a1, a0);
-    }
-    if (j < jobs) gwg_a4_step<S, WGS>(j, jobs, k, smem, smem_s, bt, wt, out, cols, mask, d, acc, tot, G, r, a0, a1);
-    cp_async_wait<0>();
-    for (int rr = max(k.groups, 1); rr < nw; ++rr)
-#pragma unroll
-        for (int nt = 0; nt < GWG_NT; ++nt) tot[nt][0] = tot[nt][0] + 0.0f, tot[nt][1] = tot[nt][1] + 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < GWG_NT; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            const int o = k.ob + 16 * warp + g + 8 * u, row = rb * GWG_ROWS + nt * TILE_ROWS + t;
-            if (o < out && row < rows) y[(size_t)row * out + o] = tot[nt][u];
-        }
 }
 
 // y = x Wᵀ for bf16 weights by the pipelined walk (GEMM_PIPE): project_wgmma_gemm's blocks, residues and bits.
@@ -359,8 +185,7 @@ WGMMA_GEMM_BF16(3)
         kernel_entry();                                                                                           \
         (void)xh, (void)xl;                                                                                       \
         const GwgWeights<S> wt{codes, scales, biases, xs};                                                        \
-        if (GEMM_PIPE_A4 && FRESH_GROUPS) project_wgmma_gemm_a4_pipe<S, WGS>(wt, y, rows, out, cols, nw, b_tiles);   \
-        else project_wgmma_gemm<true, S, WGS, 4>(wt, y, rows, out, cols, nw, b_tiles);                            \
+        project_wgmma_gemm<true, S, WGS, 4>(wt, y, rows, out, cols, nw, b_tiles);                                 \
     }
 #define WGMMA_GEMM_A4_ALL(WGS) \
     WGMMA_GEMM_A4(WGS, f32, F32T) WGMMA_GEMM_A4(WGS, f16, F16T) WGMMA_GEMM_A4(WGS, bf16, BF16T)

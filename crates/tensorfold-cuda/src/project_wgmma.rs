@@ -20,27 +20,13 @@ pub(crate) fn wgmma_switch() -> bool {
 /// half as many.
 const BLOCK_OUTPUTS: usize = 128;
 
-/// Which 4-bit launches take the `_m1` kernels, whose blocks compute half as many outputs, so twice as many walk
-/// the groups side by side: those that fill less than a wave of blocks of BLOCK_OUTPUTS (the 5,120-output down and
-/// out projections of the 27B shape: 320 blocks of 128 outputs for 528 places). `TENSORFOLD_CUDA_WGMMA_M1=0` keeps
-/// blocks of 128 outputs, `=all` gives every launch blocks of 64 (a split 27B gate/up launch is 2,176 blocks of 128,
-/// 4.1 waves, against 4,352 of 64, 6.6 waves of 660), for same-run comparisons; the bits are the same.
-#[derive(Clone, Copy, PartialEq)]
-enum M1 {
-    Off,
-    BelowAWave,
-    All,
-}
-
-fn m1_mode() -> M1 {
-    static MODE: OnceLock<M1> = OnceLock::new();
-    *MODE.get_or_init(
-        || match std::env::var("TENSORFOLD_CUDA_WGMMA_M1").as_deref() {
-            Ok("0") => M1::Off,
-            Ok("all") => M1::All,
-            _ => M1::BelowAWave,
-        },
-    )
+/// Whether launches that fill less than a wave of blocks of BLOCK_OUTPUTS take the `_m1` kernels, whose blocks
+/// compute half as many outputs, so twice as many walk the groups side by side (the 5,120-output down and out
+/// projections of the 27B shape: 320 blocks of 128 outputs for 528 places). `TENSORFOLD_CUDA_WGMMA_M1=0` keeps
+/// blocks of 128 outputs, for same-run comparisons; the bits are the same.
+fn m1_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_M1").map_or(true, |v| v != "0"))
 }
 
 /// Matrices with fewer outputs keep the decode kernels, unless they share a launch with a larger one
@@ -112,11 +98,13 @@ pub(crate) fn bf16_stages() -> usize {
     })
 }
 
+/// Blocks of up to 16 rows get one stage more than bf16_stages: their pipelined walk (project_wgmma_bf16.cu
+/// WG_BF16_PIPE) keeps a group's wgmmas running over one; built with TF_WG_BF16_SERIAL it leaves that stage unused.
 fn bf16_smem(n64: bool) -> u32 {
     if n64 {
         (BF16_N64_STAGES * (2 * 4096 + 64 * 128)) as u32
     } else {
-        (bf16_stages() * (4096 + 64 * 128)) as u32
+        ((bf16_stages() + 1) * (4096 + 64 * 128)) as u32
     }
 }
 
@@ -246,17 +234,11 @@ pub(super) fn project_wgmma(
     // Blocks an output block: one per part of 32 rows (the 64-column kernel), else one.
     let parts = if n64 { rows.div_ceil(32) } else { 1 };
     // Blocks of BLOCK_OUTPUTS, split over the residues below a wave: fewer than a wave take blocks of half as many.
-    let output_blocks =
-        |outputs: usize| ws.iter().map(|w| w.rows().div_ceil(outputs)).sum::<usize>() * parts;
     let launch_blocks = |outputs: usize| {
-        let b = output_blocks(outputs);
+        let b: usize = ws.iter().map(|w| w.rows().div_ceil(outputs)).sum::<usize>() * parts;
         b * if b < split_below(n64) { nw } else { 1 }
     };
-    let small = match m1_mode() {
-        M1::Off => false,
-        M1::BelowAWave => launch_blocks(BLOCK_OUTPUTS) < WAVE,
-        M1::All => true,
-    };
+    let small = m1_enabled() && launch_blocks(BLOCK_OUTPUTS) < WAVE;
     let (name, block_outputs) = build(name, small);
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
     let p = prepared(dev, x);
@@ -285,12 +267,7 @@ pub(super) fn project_wgmma(
         tiles,
     ]);
     let grid_x = out_blocks * parts as u32;
-    // Split below a wave of blocks; `M1=all` splits what blocks of BLOCK_OUTPUTS would have split.
-    let split = (grid_x as usize) < split_below(n64)
-        || (m1_mode() == M1::All
-            && !n64
-            && !bf16
-            && output_blocks(BLOCK_OUTPUTS) < split_below(n64));
+    let split = (grid_x as usize) < split_below(n64);
     // The split launch's partial sums (a block's outputs × its rows' room: WgStage::PER_THREAD); unused by a launch
     // of one block per output block, but an argument all the same.
     let room = if n64 { 32 } else { 16 };
