@@ -51,8 +51,7 @@ __device__ __forceinline__ void wg_pin(float (&d)[MT][NT][4]) {
 // m64n32k16; 2: 8 rows, m64n16k16). d[m][nt] is the C fragment of n-tile nt, as mma.sync's.
 // FRESH (FRESH_GROUPS, project_mma.cu): the first step takes no C (scale-d off, D = A·B), so d needs no zeroing;
 // the emulator models it as a C of +0 (its mma gives a zero sum as +0, as the tensor cores do).
-// WAIT (the default): the group's wgmmas are waited for before it returns; else only committed (wg_wait_pin waits).
-template <int NT, int MT, bool FRESH = false, bool WAIT = true>
+template <int NT, int MT, bool FRESH = false>
 __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT][4][4],
                                              const unsigned char* bt, SmemAddr bts) {
 #ifdef TF_EMU
@@ -132,32 +131,11 @@ __device__ __forceinline__ void wg_group_mma(float (&d)[MT][NT][4], u32 (&a)[MT]
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    if constexpr (WAIT) {
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        wg_pin<NT, MT>(d);
-    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    wg_pin<NT, MT>(d);
 #else
     (void)d; (void)a; (void)bt; (void)bts;
     __trap();
-#endif
-}
-
-// Waits until at most `left` (0 or 1) of this warpgroup's committed wgmma groups are running, then pins A registers
-// `a` live up to here (a running wgmma reads them) and, when none is left running, the accumulators (read after).
-template <int NT, int MT>
-__device__ __forceinline__ void wg_wait_pin(float (&d)[MT][NT][4], u32 (&a)[MT][4][4], int left) {
-#if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if (left == 0) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    else asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(a[m][q][k])::"memory");
-    if (left == 0) wg_pin<NT, MT>(d);
-#else
-    (void)d, (void)a, (void)left;
 #endif
 }
 

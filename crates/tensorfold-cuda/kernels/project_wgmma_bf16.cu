@@ -24,48 +24,13 @@ struct WgBf16Stage {
     static constexpr int PER_THREAD = 2 * (NT < 4 ? 4 : NT);  // a split block's partial sums a thread
 };
 
-// Rounds of up to 16 rows keep one group's wgmmas running while the next group is staged and issued, as the bf16
-// prompt kernel does (project_wgmma_gemm_pipe.cu): two A register sets, the idle one pinned live until its group's
-// wgmmas are waited for, one stage more (copies still STAGES − 1 groups ahead of the math, and the stage a group's
-// copies take is the one whose wgmmas were waited for before the group's barrier). The same operands and chains:
-// the same bits. -DTF_WG_BF16_SERIAL (TENSORFOLD_CUDA_DEFINES) keeps the serial walk for same-run comparisons; the
-// 64-column build (32-row parts) keeps it always (its stages leave no room for one more at 3 blocks an SM).
-#ifdef TF_WG_BF16_SERIAL
-#define WG_BF16_PIPE false
-#else
-#define WG_BF16_PIPE true
-#endif
-
-// Group step A fragments of a block's bf16 weights staged at `st` (project_mma_bf16's mma of word 2t + jj, pairs 2h
-// and 2h + 1, outputs g and g + 8, for step q = 2jj + h).
-template <int NT>
-__device__ __forceinline__ void wg_bf16_a(const unsigned char* st, int warp, int g, int t, u32 (&a)[1][4][4]) {
-    typedef WgBf16Stage<NT> St;
-    const unsigned char* wa = st + St::W + (16 * warp + g) * 128;
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-        const int at = ((2 * t + jj) ^ (g & 1)) * 16;  // outputs o and o + 8 have g's parity
-        u32 pg[4], pg8[4];
-        pairs_bf16(*reinterpret_cast<const uint4*>(wa + at), pg);
-        pairs_bf16(*reinterpret_cast<const uint4*>(wa + 8 * 128 + at), pg8);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            a[0][2 * jj + h][0] = pg[2 * h];
-            a[0][2 * jj + h][1] = pg8[2 * h];
-            a[0][2 * jj + h][2] = pg[2 * h + 1];
-            a[0][2 * jj + h][3] = pg8[2 * h + 1];
-        }
-    }
-}
-
 template <int NT>
 __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restrict__ w, float* __restrict__ y,
                                                    int rows, int out, int cols, int nw,
                                                    const u32* __restrict__ b_tiles, float* __restrict__ partial,
                                                    u32* __restrict__ tickets, int part) {
     typedef WgBf16Stage<NT> St;
-    constexpr bool PIPE = WG_BF16_PIPE && NT <= 4;
-    constexpr int STAGES = NT == 8 ? WG_BF16_N64_STAGES : WG_BF16_STAGES + (PIPE ? 1 : 0);
+    constexpr int STAGES = NT == 8 ? WG_BF16_N64_STAGES : WG_BF16_STAGES;
     if (part > 0) {
         const int first = 32 * part;
         y += (size_t)first * out;
@@ -80,19 +45,8 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
     const bool split = gridDim.y > 1;
     const int r0 = split ? (int)blockIdx.y : 0;
     const int jobs = split ? (r0 < groups ? (groups - 1 - r0) / nw + 1 : 0) : groups;
-    // Each residue's chain starts at a +0 the compiler cannot see (as the 4-bit kernel's groups do); the pipelined
-    // walk makes it by an asm (a shuffle's float is a bitcast integer, and NVVM then carried the accumulators as
-    // integers, with moves that made ptxas serialise the wgmmas: project_wgmma_gemm_pipe.cu).
-    float zero;
-    if constexpr (PIPE) {
-#ifdef TF_EMU
-        zero = 0.0f;
-#else
-        asm volatile("mov.b32 %0, 0;" : "=f"(zero));
-#endif
-    } else {
-        zero = opaque_zero();
-    }
+    // Each residue's chain starts at a +0 the compiler cannot see (as the 4-bit kernel's groups do).
+    const float zero = opaque_zero();
     const SmemAddr ring_at = smem_addr(ring);
     // This thread's copies of a group: 2 (4 with 32 rows) pieces of B tiles and 4 chunks of weights.
     const unsigned char* bt = reinterpret_cast<const unsigned char*>(b_tiles) + tid * 16;
@@ -123,9 +77,8 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         for (int i = 0; i < 4; ++i) cp_async16(sa + wdst[i], wsrc[i] + (size_t)G * 64, true);
     };
     int Gi = r0, ri = r0;  // the copies' cursor
-    constexpr int AHEAD = PIPE ? STAGES - 2 : STAGES - 1;  // groups the copies run ahead of the math
 #pragma unroll
-    for (int s = 0; s < AHEAD; ++s) {
+    for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
             issue(s, Gi);
             wg_next(Gi, ri, nw, groups);
@@ -140,63 +93,44 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         tot[0][nt][0] = tot[0][nt][1] = acc[0][nt][0] = acc[0][nt][1] = 0.0f;
     }
     int G = r0, r = r0;  // the math's cursor
-    // Residue rj's chain is done: hi + lo, after the residues before it (or, split, this block's sum).
-    auto residue_end = [&](int rj) {
+    for (int j = 0; j < jobs; ++j) {
+        wg_ring_turn<STAGES>(j, jobs, Gi, ri, nw, groups, issue);
+        unsigned char* st = ring + (j % STAGES) * St::BYTES;
+        // Step q = 2jj + h: project_mma_bf16's mma of word 2t + jj, pairs 2h and 2h + 1, outputs g and g + 8.
+        u32 a[1][4][4];
+        const unsigned char* wa = st + St::W + (16 * warp + g) * 128;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            const HiLo v = hi_plus_lo(d[0][nt]);
-            if (split) {
-                acc[0][nt][0] = v.g;
-                acc[0][nt][1] = v.g8;
-            } else {
-                tot[0][nt][0] = rj == 0 ? v.g : tot[0][nt][0] + v.g;
-                tot[0][nt][1] = rj == 0 ? v.g8 : tot[0][nt][1] + v.g8;
-            }
+        for (int jj = 0; jj < 2; ++jj) {
+            const int at = ((2 * t + jj) ^ (g & 1)) * 16;  // outputs o and o + 8 have g's parity
+            u32 pg[4], pg8[4];
+            pairs_bf16(*reinterpret_cast<const uint4*>(wa + at), pg);
+            pairs_bf16(*reinterpret_cast<const uint4*>(wa + 8 * 128 + at), pg8);
 #pragma unroll
-            for (int k = 0; k < 4; ++k) d[0][nt][k] = zero;
-        }
-    };
-    if constexpr (PIPE) {
-        // Group j with its A fragments in `a`, group j − 1's (still read by its wgmmas until the wait) in `prev`.
-        auto step = [&](int j, u32(&a)[1][4][4], u32(&prev)[1][4][4]) {
-            cp_async_wait<STAGES - 3>();  // this thread's copies of group j have landed
-#ifndef TF_EMU
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-            __syncthreads();  // every thread's copies of group j are in; every warp has waited for group j − 2
-            if (j + AHEAD < jobs) {
-                issue((j + AHEAD) % STAGES, Gi);
-                wg_next(Gi, ri, nw, groups);
+            for (int h = 0; h < 2; ++h) {
+                a[0][2 * jj + h][0] = pg[2 * h];
+                a[0][2 * jj + h][1] = pg8[2 * h];
+                a[0][2 * jj + h][2] = pg[2 * h + 1];
+                a[0][2 * jj + h][3] = pg8[2 * h + 1];
             }
-            cp_async_commit();
-            unsigned char* st = ring + (j % STAGES) * St::BYTES;
-            wg_bf16_a<NT>(st, warp, g, t, a);
-            wg_group_mma<NT, 1, false, false>(d, a, st, ring_at + (j % STAGES) * St::BYTES);
-            wg_wait_pin<NT, 1>(d, prev, 1);  // group j − 1's wgmmas are done: `prev` may go
-            const int rj = r;
-            wg_next(G, r, nw, groups);
-            if (r != rj) {
-                wg_wait_pin<NT, 1>(d, a, 0);  // the chain's last group is done: d is read below, `a` may go
-                residue_end(rj);
-            }
-        };
-        u32 a0[1][4][4], a1[1][4][4];
-        int j = 0;
-        for (; j + 1 < jobs; j += 2) {
-            step(j, a0, a1);
-            step(j + 1, a1, a0);
         }
-        if (j < jobs) step(j, a0, a1);
-    } else {
-        for (int j = 0; j < jobs; ++j) {
-            wg_ring_turn<STAGES>(j, jobs, Gi, ri, nw, groups, issue);
-            unsigned char* st = ring + (j % STAGES) * St::BYTES;
-            u32 a[1][4][4];
-            wg_bf16_a<NT>(st, warp, g, t, a);
-            wg_group_mma<NT, 1>(d, a, st, ring_at + (j % STAGES) * St::BYTES);  // waited for: the A registers are free
-            const int rj = r;
-            wg_next(G, r, nw, groups);
-            if (r != rj) residue_end(rj);
+        wg_group_mma<NT, 1>(d, a, st, ring_at + (j % STAGES) * St::BYTES);  // waited for: the A registers are free
+        const int rj = r;
+        wg_next(G, r, nw, groups);
+        if (r != rj) {
+            // Residue rj's chain is done: hi + lo, after the residues before it (or, split, this block's sum).
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const HiLo v = hi_plus_lo(d[0][nt]);
+                if (split) {
+                    acc[0][nt][0] = v.g;
+                    acc[0][nt][1] = v.g8;
+                } else {
+                    tot[0][nt][0] = rj == 0 ? v.g : tot[0][nt][0] + v.g;
+                    tot[0][nt][1] = rj == 0 ? v.g8 : tot[0][nt][1] + v.g8;
+                }
+#pragma unroll
+                for (int k = 0; k < 4; ++k) d[0][nt][k] = zero;
+            }
         }
     }
     cp_async_wait<0>();

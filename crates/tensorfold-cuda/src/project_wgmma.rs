@@ -98,13 +98,11 @@ pub(crate) fn bf16_stages() -> usize {
     })
 }
 
-/// Blocks of up to 16 rows get one stage more than bf16_stages: their pipelined walk (project_wgmma_bf16.cu
-/// WG_BF16_PIPE) keeps a group's wgmmas running over one; built with TF_WG_BF16_SERIAL it leaves that stage unused.
 fn bf16_smem(n64: bool) -> u32 {
     if n64 {
         (BF16_N64_STAGES * (2 * 4096 + 64 * 128)) as u32
     } else {
-        ((bf16_stages() + 1) * (4096 + 64 * 128)) as u32
+        (bf16_stages() * (4096 + 64 * 128)) as u32
     }
 }
 
