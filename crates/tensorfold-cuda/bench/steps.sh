@@ -85,13 +85,16 @@ profile_decode() {
   sed -n '/profile of 8 decode rounds/,/^launches/p' "$OUT/$name.log" | head -14 | sed "s/^/$name /"
 }
 
+# `ncu_bin`: Nsight Compute's path on the GPU machine.
+ncu_bin() { command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1; }
+
 # `ncu_launches NAME KERNEL SKIP COUNT BIN MODEL SECTIONS...`: Nsight Compute on COUNT launches of KERNEL after SKIP,
 # in a short decode bench of MODEL, with those report sections (`--section` each); logged as NAME; prints its main
 # figures (a launch is told apart by its grid size).
 ncu_launches() {
   local name=$1 kernel=$2 skip=$3 count=$4 bin=$5 model=$6; shift 6
   local ncu sections=()
-  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1)
+  ncu=$(ncu_bin)
   for s in "$@"; do sections+=(--section "$s"); done
   step "$name" 60 "$ncu" --kernel-name "$kernel" --launch-skip "$skip" --launch-count "$count" "${sections[@]}" \
     "$bin" bench --device cuda --model "$model" --decode-tokens 8 --repeat 1 --quick --prefill-lens 64
@@ -151,7 +154,7 @@ at_context() {
 ncu_kernel() {
   local name=$1 kernel=$2 skip=$3 count=$4 bin=$5 model=$6 pl=$7; shift 7
   local ncu
-  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1)
+  ncu=$(ncu_bin)
   step "$name" 30 env "$@" "$ncu" --clock-control none --kernel-name "$kernel" --launch-skip "$skip" \
     --launch-count "$count" --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
     --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
