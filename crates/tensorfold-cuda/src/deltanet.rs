@@ -15,6 +15,7 @@ use tensorfold_backend::{LinearParams, LinearSpec, RowRef};
 const MAX_KEY_DIM: usize = 128;
 const MAX_VALUE_DIM: usize = 128;
 const DN_THREADS: u32 = 256;
+const DN_OCT_THREADS: u32 = 128;
 
 /// What `keep` needs of a round: conv outputs, pre-conv inputs and the gate inputs of every row.
 struct LinRound {
@@ -276,7 +277,8 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
 }
 
 /// The recurrence kernel a round takes (its name's middle): chains (some slot steps more than one row: prompt chunks,
-/// drafted rounds, replays) take `dn_recur_batch_v*` (deltanet_batch.cu: inputs staged and prepared 16 rows at a
+/// drafted rounds, replays) take `dn_recur_oct` (deltanet_octets.cu, see oct_rows), or with
+/// `TENSORFOLD_CUDA_DN_OCT=0` `dn_recur_batch_v*` (deltanet_batch.cu: inputs staged and prepared 16 rows at a
 /// time, no barrier between steps); `TENSORFOLD_CUDA_DN_BATCH=0` puts them on `dn_recur_ring_v*` (inputs staged one
 /// row ahead, normalised once a block), and with `TENSORFOLD_CUDA_DN_RING=0` as well on the plain kernel. The
 /// batched kernel is the default since call 128 timed it on the H200: 16- and 32-row 27B MLX4 rounds 1 to 2.5%
@@ -297,6 +299,10 @@ fn recur_kind(slots: usize, entries: usize) -> &'static str {
         "batch_"
     } else if RING_INPUTS.load(Ordering::Relaxed) {
         "ring_"
+    } else if OCT_INPUTS.load(Ordering::Relaxed)
+        || (batch && oct_rows() && !WHOLE_HEADS.load(Ordering::Relaxed))
+    {
+        "oct_"
     } else if batch {
         "batch_"
     } else if ring {
@@ -313,6 +319,18 @@ fn chain_pipe() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_PIPE").map_or(true, |v| v != "0"))
 }
+
+/// Whether chains take `dn_recur_oct` (deltanet_octets.cu: the batched kernel with a state row on eight lanes, the
+/// same sums in the same tree, a third of the shuffles): on unless `TENSORFOLD_CUDA_DN_OCT=0`, which keeps
+/// `dn_recur_batch_v*` for same-run comparisons. One-block-a-head rounds (`TENSORFOLD_CUDA_DN_SPLIT=0`) keep the
+/// batched kernel.
+fn oct_rows() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_OCT").map_or(true, |v| v != "0"))
+}
+
+/// Set by the backend-ops test to run the octet kernel whatever the environment says.
+pub(crate) static OCT_INPUTS: AtomicBool = AtomicBool::new(false);
 
 /// Set by the backend-ops test to run dn_recur with its inputs in registers beside the staged one.
 pub(crate) static REGISTER_INPUTS: AtomicBool = AtomicBool::new(false);
@@ -344,11 +362,21 @@ fn recur(
 ) {
     let (slots, entries) = slots_entries;
     let kind = recur_kind(slots, entries);
-    let parts = s.value_dim.div_ceil(DN_THREADS as usize / 32 * vm);
+    // The octet kernel: 16 value rows a block of 128 threads, whatever vm says.
+    let (name, rows_a_block, threads) = if kind == "oct_" {
+        ("dn_recur_oct".to_string(), 16, DN_OCT_THREADS)
+    } else {
+        (
+            format!("dn_recur_{kind}v{vm}"),
+            DN_THREADS as usize / 32 * vm,
+            DN_THREADS,
+        )
+    };
+    let parts = s.value_dim.div_ceil(rows_a_block);
     dev.launch(
-        &format!("dn_recur_{kind}v{vm}"),
+        &name,
         ((s.value_heads * parts) as u32, slots as u32, 1),
-        DN_THREADS,
+        threads,
         &[
             Arg::P(dev.ptr(&round.x)),
             Arg::P(dev.ptr(&*round.b)),

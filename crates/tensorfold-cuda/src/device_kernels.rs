@@ -35,6 +35,7 @@ pub fn kernel_names() -> Vec<String> {
         "dn_recur_batch_v1",
         "dn_recur_batch_v2",
         "dn_recur_batch_v16",
+        "dn_recur_oct",
         "dn_norm",
         "dn_tail_keep",
         "prepare_x",

@@ -53,6 +53,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "deltanet_batch.cu",
         include_str!("../kernels/deltanet_batch.cu"),
     ),
+    (
+        "deltanet_octets.cu",
+        include_str!("../kernels/deltanet_octets.cu"),
+    ),
     ("sample.cu", include_str!("../kernels/sample.cu")),
 ];
 

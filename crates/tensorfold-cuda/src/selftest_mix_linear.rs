@@ -2,7 +2,7 @@
 //! kernel layouts that must give the same bits (split heads, inputs staged ahead one row or a batch at a time).
 
 use super::{act, chain, compare, inputs, refs, same_run, scenario, Mix, Row};
-use crate::deltanet::{BATCH_INPUTS, REGISTER_INPUTS, RING_INPUTS, WHOLE_HEADS};
+use crate::deltanet::{BATCH_INPUTS, OCT_INPUTS, REGISTER_INPUTS, RING_INPUTS, WHOLE_HEADS};
 use crate::selftest::{with, Report, Rng};
 use crate::CudaBackend;
 use tensorfold_backend::cpu::CpuBackend;
@@ -167,10 +167,19 @@ pub(in crate::selftest) fn check_deltanet(
             &batched,
             &in_registers,
         );
+        // A state row on eight lanes (deltanet_octets.cu) == inputs in registers.
+        let (octets, _) = with(&OCT_INPUTS, || scenario(&g));
+        same_run(
+            rep,
+            &format!("{name}: a state row on eight lanes == inputs in registers"),
+            &octets,
+            &in_registers,
+        );
         // Chains long enough for the batched kernel to go through several batches and reuse its slots.
         let registers = with(&REGISTER_INPUTS, || long_chains(&g));
         let ring = with(&RING_INPUTS, || long_chains(&g));
         let batched = with(&BATCH_INPUTS, || long_chains(&g));
+        let octets = with(&OCT_INPUTS, || long_chains(&g));
         let batched_whole = with(&BATCH_INPUTS, || with(&WHOLE_HEADS, || long_chains(&g)));
         rep.same(
             &format!("{name}: chains of 45 and 19 rows, staged one row ahead == in registers (outputs, kept states)"),
@@ -180,6 +189,11 @@ pub(in crate::selftest) fn check_deltanet(
         rep.same(
             &format!("{name}: chains of 45 and 19 rows, staged a batch at a time == in registers (outputs, kept states)"),
             &batched,
+            &registers,
+        );
+        rep.same(
+            &format!("{name}: chains of 45 and 19 rows, a state row on eight lanes == in registers (outputs, kept states)"),
+            &octets,
             &registers,
         );
         rep.same(
