@@ -94,13 +94,30 @@ struct DnInputs {
 
 // A row's q or k L2-normalised, times `scale` for q (key dims lane + 32·kk; the whole warp calls it). Every
 // path normalises with these functions, so a row's q and k have the same bits wherever they are computed.
+// dn_normalise_many: P vectors side by side (vector p is q when is_q(p)), their warp sums' shuffles interleaved.
+template <int P, typename IsQ>
+__device__ __forceinline__ void dn_normalise_many(float (&v)[P][KMAX], IsQ is_q, float q_scale) {
+    float ss[P];
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+        ss[p] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KMAX; ++kk) ss[p] = fmaf(v[p][kk], v[p][kk], ss[p]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)  // warp_sum's tree for each vector
+#pragma unroll
+        for (int p = 0; p < P; ++p) ss[p] += __shfl_xor_sync(FULL_MASK, ss[p], off);
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+        const float inv = 1.0f / sqrtf(ss[p] + 1e-6f);
+        const bool q = is_q(p);
+#pragma unroll
+        for (int kk = 0; kk < KMAX; ++kk) v[p][kk] = q ? (v[p][kk] * inv) * q_scale : v[p][kk] * inv;
+    }
+}
 __device__ __forceinline__ void dn_normalise(float (&v)[KMAX], bool is_q, float q_scale) {
-    float ss = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < KMAX; ++kk) ss = fmaf(v[kk], v[kk], ss);
-    const float inv = 1.0f / sqrtf(warp_sum(ss) + 1e-6f);
-#pragma unroll
-    for (int kk = 0; kk < KMAX; ++kk) v[kk] = is_q ? (v[kk] * inv) * q_scale : v[kk] * inv;
+    dn_normalise_many<1>(reinterpret_cast<float(&)[1][KMAX]>(v), [&](int) { return is_q; }, q_scale);
 }
 __device__ __forceinline__ float dn_beta(float b) { return sigmoid_f(b); }
 __device__ __forceinline__ float dn_decay(float a_dt, float neg_a) { return expf(neg_a * softplus_f(a_dt)); }

@@ -156,8 +156,8 @@ __device__ __forceinline__ void oct_issue(float* slots, int e0, int n, const int
     }
 }
 
-// dn_prepare_batch for 4 warps: q and k normalised by dn_normalise (a warp a vector) and stored lane-major in
-// place; beta and decay (a thread an entry).
+// dn_prepare_batch for 4 warps: q and k normalised as dn_normalise does (a warp a vector) and stored lane-major
+// in place; beta and decay (a thread an entry).
 __device__ __forceinline__ void oct_prepare(float* slots, int n, float q_scale, float neg_a, float dtb) {
     typedef DnOctSlot Sl;
     constexpr int WARPS = DN_OCT_THREADS / 32, PER_WARP = 2 * DN_OCT_N / WARPS;
@@ -171,11 +171,12 @@ __device__ __forceinline__ void oct_prepare(float* slots, int n, float q_scale, 
         for (int kk = 0; kk < KMAX; ++kk) v[p][kk] = vec < 2 * n ? src[lane + 32 * kk] : 0.0f;
     }
     __syncwarp();  // every lane has read its vectors before any is rewritten in place
+    // Eight norms one after another would put eight warp sums in series; side by side, their shuffles interleave.
+    dn_normalise_many<PER_WARP>(v, [&](int p) { return ((warp + WARPS * p) & 1) == 0; }, q_scale);
 #pragma unroll
     for (int p = 0; p < PER_WARP; ++p) {
         const int vec = warp + WARPS * p;
         if (vec < 2 * n) {
-            dn_normalise(v[p], (vec & 1) == 0, q_scale);
             float* dst = slots + (vec >> 1) * Sl::FLOATS + (vec & 1) * Sl::K;
             const float4 f = {v[p][0], v[p][1], v[p][2], v[p][3]};
             *reinterpret_cast<float4*>(dst + 4 * lane) = f;
