@@ -277,7 +277,7 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
 }
 
 /// The recurrence kernel a round takes (its name's middle): chains (some slot steps more than one row: prompt chunks,
-/// drafted rounds, replays) take `dn_recur_oct` (deltanet_octets.cu, see oct_rows), or with
+/// drafted rounds, replays) take `dn_recur_oct` (deltanet_octets.cu, see oct_min_chain), or with
 /// `TENSORFOLD_CUDA_DN_OCT=0` `dn_recur_batch_v*` (deltanet_batch.cu: inputs staged and prepared 16 rows at a
 /// time, no barrier between steps); `TENSORFOLD_CUDA_DN_BATCH=0` puts them on `dn_recur_ring_v*` (inputs staged one
 /// row ahead, normalised once a block), and with `TENSORFOLD_CUDA_DN_RING=0` as well on the plain kernel. The
@@ -300,7 +300,7 @@ fn recur_kind(slots: usize, entries: usize, longest: usize, vm: usize) -> &'stat
     } else if RING_INPUTS.load(Ordering::Relaxed) {
         "ring_"
     } else if OCT_INPUTS.load(Ordering::Relaxed)
-        || (batch && longest > OCT_MIN_CHAIN && oct_rows() && vm != 16)
+        || (batch && vm != 16 && oct_min_chain().is_some_and(|m| longest > m))
     {
         "oct_"
     } else if batch {
@@ -320,16 +320,22 @@ fn chain_pipe() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_PIPE").map_or(true, |v| v != "0"))
 }
 
-/// Whether chains longer than OCT_MIN_CHAIN rows take `dn_recur_oct` (deltanet_octets.cu: the batched kernel with a
-/// state row on eight lanes, the same sums in the same tree, a third of the shuffles): on unless
-/// `TENSORFOLD_CUDA_DN_OCT=0`, which keeps `dn_recur_batch_v*` for same-run comparisons. One block a head (vm 16:
-/// `TENSORFOLD_CUDA_DN_SPLIT=0`) keeps the batched kernel. Call 167 (an H100, alternating): 27B bf16 prefills 1.4 to
-/// 2.1% faster at 2k and 16k, 27B MLX4 16-row rounds 0.5 to 1.3% slower (its blocks normalise a batch's q and k
-/// with half the warps), so rounds of a batch or less keep the batched kernel.
+/// The shortest chain above which chains take `dn_recur_oct` (deltanet_octets.cu: the batched kernel with a state
+/// row on eight lanes, the same sums in the same tree, a third of the shuffles): OCT_MIN_CHAIN rows by default,
+/// every chain with `TENSORFOLD_CUDA_DN_OCT=all`, none with `TENSORFOLD_CUDA_DN_OCT=0` (which keeps
+/// `dn_recur_batch_v*` for same-run comparisons). One block a head (vm 16: `TENSORFOLD_CUDA_DN_SPLIT=0`) keeps the
+/// batched kernel. Call 167 (an H100, alternating): 27B bf16 prefills 1.4 to 2.1% faster at 2k and 16k, 27B MLX4
+/// 16-row rounds 0.5 to 1.3% slower, so rounds of a batch or less keep the batched kernel.
 const OCT_MIN_CHAIN: usize = 16;
-fn oct_rows() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_OCT").map_or(true, |v| v != "0"))
+fn oct_min_chain() -> Option<usize> {
+    static MIN: OnceLock<Option<usize>> = OnceLock::new();
+    *MIN.get_or_init(
+        || match std::env::var("TENSORFOLD_CUDA_DN_OCT").as_deref() {
+            Ok("0") => None,
+            Ok("all") => Some(0),
+            _ => Some(OCT_MIN_CHAIN),
+        },
+    )
 }
 
 /// Set by the backend-ops test to run the octet kernel whatever the environment says.
