@@ -196,7 +196,7 @@ impl CudaLinear {
                     (0, 0),
                     (base, base + 8, 0),
                     (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
-                    (1, path.len(), path.len()),
+                    (1, path.len()),
                     None,
                     recur_rows_per_warp(spec.value_dim),
                 );
@@ -277,7 +277,7 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
 }
 
 /// The recurrence kernel a round takes (its name's middle): chains (some slot steps more than one row: prompt chunks,
-/// drafted rounds, replays) take `dn_recur_oct` (deltanet_octets.cu, see oct_min_chain), or with
+/// drafted rounds, replays) take `dn_recur_oct` (deltanet_octets.cu, see oct_chains), or with
 /// `TENSORFOLD_CUDA_DN_OCT=0` `dn_recur_batch_v*` (deltanet_batch.cu: inputs staged and prepared 16 rows at a
 /// time, no barrier between steps); `TENSORFOLD_CUDA_DN_BATCH=0` puts them on `dn_recur_ring_v*` (inputs staged one
 /// row ahead, normalised once a block), and with `TENSORFOLD_CUDA_DN_RING=0` as well on the plain kernel. The
@@ -286,7 +286,7 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
 /// (decode) keeps the plain kernel: staging pays off only along a chain. Every kernel steps the same values through
 /// the same functions (deltanet.cu dn_normalise, dn_update), so the bits are the same; the backend-ops test's
 /// switches put a round on the batched kernel, the ring or the plain one whatever the environment says.
-fn recur_kind(slots: usize, entries: usize, longest: usize, vm: usize) -> &'static str {
+fn recur_kind(slots: usize, entries: usize, vm: usize) -> &'static str {
     static RING: OnceLock<bool> = OnceLock::new();
     static BATCH: OnceLock<bool> = OnceLock::new();
     let ring =
@@ -299,9 +299,7 @@ fn recur_kind(slots: usize, entries: usize, longest: usize, vm: usize) -> &'stat
         "batch_"
     } else if RING_INPUTS.load(Ordering::Relaxed) {
         "ring_"
-    } else if OCT_INPUTS.load(Ordering::Relaxed)
-        || (batch && vm != 16 && oct_min_chain().is_some_and(|m| longest > m))
-    {
+    } else if OCT_INPUTS.load(Ordering::Relaxed) || (batch && vm != 16 && oct_chains()) {
         "oct_"
     } else if batch {
         "batch_"
@@ -320,22 +318,14 @@ fn chain_pipe() -> bool {
     *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_PIPE").map_or(true, |v| v != "0"))
 }
 
-/// The shortest chain above which chains take `dn_recur_oct` (deltanet_octets.cu: the batched kernel with a state
-/// row on eight lanes, the same sums in the same tree, a third of the shuffles): OCT_MIN_CHAIN rows by default,
-/// every chain with `TENSORFOLD_CUDA_DN_OCT=all`, none with `TENSORFOLD_CUDA_DN_OCT=0` (which keeps
-/// `dn_recur_batch_v*` for same-run comparisons). One block a head (vm 16: `TENSORFOLD_CUDA_DN_SPLIT=0`) keeps the
-/// batched kernel. Call 167 (an H100, alternating): 27B bf16 prefills 1.4 to 2.1% faster at 2k and 16k, 27B MLX4
-/// 16-row rounds 0.5 to 1.3% slower, so rounds of a batch or less keep the batched kernel.
-const OCT_MIN_CHAIN: usize = 16;
-fn oct_min_chain() -> Option<usize> {
-    static MIN: OnceLock<Option<usize>> = OnceLock::new();
-    *MIN.get_or_init(
-        || match std::env::var("TENSORFOLD_CUDA_DN_OCT").as_deref() {
-            Ok("0") => None,
-            Ok("all") => Some(0),
-            _ => Some(OCT_MIN_CHAIN),
-        },
-    )
+/// Whether chains take `dn_recur_oct` (deltanet_octets.cu: the batched kernel with a state row on eight lanes, the
+/// same sums in the same tree, a third of the shuffles): on unless `TENSORFOLD_CUDA_DN_OCT=0`, which keeps
+/// `dn_recur_batch_v*` for same-run comparisons. One block a head (vm 16: `TENSORFOLD_CUDA_DN_SPLIT=0`) keeps the
+/// batched kernel. Call 168 (an H100, alternating): 27B bf16 prefills 1.9% faster at 16k and 2.4% at 2k, 27B MLX4
+/// 16-row rounds unchanged (11.51 to 11.62 ms on octets, 11.58 and 11.59 batched).
+fn oct_chains() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_DN_OCT").map_or(true, |v| v != "0"))
 }
 
 /// Set by the backend-ops test to run the octet kernel whatever the environment says.
@@ -353,8 +343,7 @@ pub(crate) static RING_INPUTS: AtomicBool = AtomicBool::new(false);
 /// Set by the backend-ops test to run the whole-head layout beside the split one in one process.
 pub(crate) static WHOLE_HEADS: AtomicBool = AtomicBool::new(false);
 
-/// Launches dn_recur over `slots` × value heads × parts blocks (`slots_entries`: slots, list entries in all, and
-/// the longest slot's):
+/// Launches dn_recur over `slots` × value heads × parts blocks (`slots_entries`: slots, and list entries in all):
 /// (z, out), (states, starts, snaps), (list, slot_off); then, when `write_out`, dn_norm over `rows` rows (their
 /// gated norm, in place in out, and its tensor-core form into `prep`).
 #[allow(clippy::too_many_arguments)]
@@ -366,12 +355,12 @@ fn recur(
     z_out: (u64, u64),
     st: (u64, u64, u64),
     list: (u64, u64),
-    slots_entries: (usize, usize, usize),
+    slots_entries: (usize, usize),
     write_out: Option<(usize, Option<&Prepared>)>,
     vm: usize,
 ) {
-    let (slots, entries, longest) = slots_entries;
-    let kind = recur_kind(slots, entries, longest, vm);
+    let (slots, entries) = slots_entries;
+    let kind = recur_kind(slots, entries, vm);
     // The octet kernel: 16 value rows a block of 128 threads, whatever vm says.
     let (name, rows_a_block, threads) = if kind == "oct_" {
         ("dn_recur_oct".to_string(), 16, DN_OCT_THREADS)
@@ -558,11 +547,6 @@ pub(crate) fn gated_deltanet(
     );
     let ptrs = dev.stage_u64s(&ptrs);
     let base = dev.staged_ptr(&ptrs);
-    let longest = slot_off
-        .windows(2)
-        .map(|w| (w[1] - w[0]) as usize)
-        .max()
-        .unwrap_or(0);
     let (list, slot_off) = (dev.stage_i32s(&list), dev.stage_i32s(&slot_off));
     let round = Arc::new(LinRound {
         x,
@@ -582,7 +566,7 @@ pub(crate) fn gated_deltanet(
         (dev.ptr(&z.buf), dev.ptr(&out.buf)),
         (base, base + 8 * active.len() as u64, dev.ptr(&snap_buf)),
         (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
-        (active.len(), r, longest),
+        (active.len(), r),
         Some((r, prep.as_ref())),
         recur_rows_per_warp(s.value_dim),
     );
