@@ -7,27 +7,19 @@ FINAL=${1:?out dir}; BUDGET=${2:-540}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
 full_check "$BIN"
-sweep() {  # sweep NAME MODEL PREFILL_LENS
-  step "$1" 150 "$BIN" bench --device cuda --model "$2" --decode-tokens 32 --repeat 2 --prefill-lens "$3"
-  grep -E "^\||copy|weights read" "$OUT/$1.log" | cut -c1-120 | sed "s/^/$1 /"
-}
-peer() {  # peer NAME DIR
-  step "$1" 90 python3 "$(dirname "$0")/peer_transformers.py" "$2" 32
-  grep -E "^\||peer load" "$OUT/$1.log" | sed "s/^/$1 /"
-}
 M=/dev/shm/s27m4
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
-sweep sweep-27b-mlx4 $M 2048,16384,32768
+sweep sweep-27b-mlx4 $M 2048,16384,32768 "$BIN"
 rm -rf $M
 step synth-9b-mlx4 40 "$BIN" synth --shape 9b --format mlx4 --threads 16 --out /dev/shm/s9m4
-sweep sweep-9b-mlx4 /dev/shm/s9m4 2048,16384
+sweep sweep-9b-mlx4 /dev/shm/s9m4 2048,16384 "$BIN"
 rm -rf /dev/shm/s9m4
 step synth-9b-bf16 60 "$BIN" synth --shape 9b --format bf16 --threads 16 --out /dev/shm/s9b
-sweep sweep-9b-bf16 /dev/shm/s9b 2048,16384
+sweep sweep-9b-bf16 /dev/shm/s9b 2048,16384 "$BIN"
 peer peer-9b-bf16 /dev/shm/s9b
 rm -rf /dev/shm/s9b
 step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out /dev/shm/s27b
-sweep sweep-27b-bf16 /dev/shm/s27b 2048,16384,32768
+sweep sweep-27b-bf16 /dev/shm/s27b 2048,16384,32768 "$BIN"
 peer peer-27b-bf16 /dev/shm/s27b
 rm -rf /dev/shm/s27b
 finish "$FINAL"

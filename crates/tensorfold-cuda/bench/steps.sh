@@ -85,6 +85,21 @@ profile_decode() {
   sed -n '/profile of 8 decode rounds/,/^launches/p' "$OUT/$name.log" | head -14 | sed "s/^/$name /"
 }
 
+# `sweep NAME MODEL LENS BIN`: BIN's whole bench of MODEL (copy bandwidth, decode against the bound, rounds of 1 to
+# 64 rows, aggregate decode, prefills of LENS and decode at those contexts), logged as NAME; prints its table.
+sweep() {
+  step "$1" 150 "$4" bench --device cuda --model "$2" --decode-tokens 32 --repeat 2 --prefill-lens "$3"
+  grep -E "^\||copy|weights read" "$OUT/$1.log" | cut -c1-120 | sed "s/^/$1 /"
+}
+
+# `peer NAME DIR`: transformers + torch on the checkpoint DIR (peer_transformers.py), logged as NAME; skipped when
+# DIR is missing (its synth step skipped for the budget).
+peer() {
+  [ -d "$2" ] || { echo "SKIP $1 (no $2)"; return; }
+  step "$1" 90 python3 "$(dirname "${BASH_SOURCE[0]}")/peer_transformers.py" "$2" 32
+  grep -E "^\||peer load" "$OUT/$1.log" | sed "s/^/$1 /"
+}
+
 # `ncu_bin`: Nsight Compute's path on the GPU machine.
 ncu_bin() { command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1; }
 
