@@ -319,7 +319,7 @@ fn chain_pipe() -> bool {
 }
 
 /// Whether chains take `dn_recur_oct` (deltanet_octets.cu: the batched kernel with a state row on eight lanes, the
-/// same sums in the same tree, a third of the shuffles): on unless `TENSORFOLD_CUDA_DN_OCT=0`, which keeps
+/// same sums in the same tree, 3 shuffles a sum for four rows): on unless `TENSORFOLD_CUDA_DN_OCT=0`, which keeps
 /// `dn_recur_batch_v*` for same-run comparisons. One block a head (vm 16: `TENSORFOLD_CUDA_DN_SPLIT=0`) keeps the
 /// batched kernel. Call 168 (an H100, alternating): 27B bf16 prefills 1.9% faster at 16k and 2.4% at 2k, 27B MLX4
 /// 16-row rounds unchanged (11.51 to 11.62 ms on octets, 11.58 and 11.59 batched).
