@@ -25,6 +25,22 @@ struct DnBatchSlot {
     static constexpr int QN = 0, KN = K;  // the normalised q and k (dn_step_staged)
 };
 
+// The one word beside q and k that thread t copies of each entry, when `extra`: value row t (t < ROWS, the value
+// rows its block stages), b, a, or a word of the list triple, at base + index·stride, where the index is the entry's
+// row, or the entry itself for the list (by_entry), to slot float `at` (Sl's V, B, A, I); zeros past Dv (valid), as
+// DnInputs loads them. A macro, not a function: the batched kernel's machine code, which the GPU checked, stays as
+// it was (a helper struct instead changed a few of its integer instructions, by cuobjdump -sass).
+#define DN_EXTRA_WORD(ROWS)                                                                               \
+    const int w = t - (ROWS);                                                                             \
+    const bool value = w < 0, by_entry = w >= 2;                                                          \
+    const bool extra = w < 5, valid = value ? j0 + t < Dv : true;                                         \
+    const float* base = value ? x + 2 * KT + h * Dv + (valid ? j0 + t : 0)                                \
+                        : w == 0  ? bg + h                                                                \
+                        : w == 1  ? ag + h                                                                \
+                                  : reinterpret_cast<const float*>(list) + (w - 2);                       \
+    const size_t stride = value ? (size_t)C : by_entry ? 3 : (size_t)Hv;                                  \
+    const int at = value ? Sl::V + t : w == 0 ? Sl::B : w == 1 ? Sl::A : Sl::I + (w - 2)
+
 // Copies entries e0 … e0 + n − 1 (rows[u·rs] = entry e0 + u's row: the list itself, or a copy of the rows in shared
 // memory; n ≤ DnBatch::N) into slots[0..n): thread t takes q
 // (t < 32·KMAX) or k dim t % (32·KMAX) of every entry, and one more word of each: value row t (t < DN_WARPS·VM), b,
@@ -41,16 +57,7 @@ __device__ __forceinline__ void dn_issue_batch(float* slots, int e0, int n, cons
     const SmemAddr dst = smem_addr(reinterpret_cast<unsigned char*>(slots));
     const int d = t % (32 * KMAX), half = t / (32 * KMAX);  // half 0: q, 1: k
     const float* qk = x + half * KT + kh * Dk + (d < Dk ? d : 0);
-    // The extra word: at base + index·stride, where the index is the entry's row, or the entry itself for the list.
-    const int w = t - DN_WARPS * VM;
-    const bool value = w < 0, by_entry = w >= 2;
-    const bool extra = w < 5, valid = value ? j0 + t < Dv : true;
-    const float* base = value ? x + 2 * KT + h * Dv + (valid ? j0 + t : 0)
-                        : w == 0  ? bg + h
-                        : w == 1  ? ag + h
-                                  : reinterpret_cast<const float*>(list) + (w - 2);
-    const size_t stride = value ? (size_t)C : by_entry ? 3 : (size_t)Hv;
-    const int at = value ? Sl::V + t : w == 0 ? Sl::B : w == 1 ? Sl::A : Sl::I + (w - 2);
+    DN_EXTRA_WORD(DN_WARPS * VM);
 #pragma unroll
     for (int u = 0; u < DnBatch<VM>::N; ++u) {
         if (u >= n) break;

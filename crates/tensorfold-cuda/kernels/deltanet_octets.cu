@@ -127,8 +127,7 @@ __device__ __forceinline__ void oct_out_finish(const float (&part)[4], const flo
         out[(size_t)reinterpret_cast<const int*>(in)[DnOctSlot::I] * Hv * Dv + (size_t)h * Dv + j] = s;
 }
 
-// dn_issue_batch for 128 threads: thread t copies q and k dim t of every entry, and one more word: value row t
-// (t < 16), b, a, or a word of the list triple.
+// dn_issue_batch for 128 threads: thread t copies q and k dim t of every entry, and its DN_EXTRA_WORD.
 __device__ __forceinline__ void oct_issue(float* slots, int e0, int n, const int* rows, int rs,
                                           const int* __restrict__ list, const float* __restrict__ x,
                                           const float* __restrict__ bg, const float* __restrict__ ag, int kh, int h,
@@ -139,14 +138,7 @@ __device__ __forceinline__ void oct_issue(float* slots, int e0, int n, const int
     const SmemAddr dst = smem_addr(reinterpret_cast<unsigned char*>(slots));
     const bool dk = t < Dk;
     const float* q = x + kh * Dk + (dk ? t : 0);
-    const int w = t - DN_OCT_ROWS;
-    const bool value = w < 0, by_entry = w >= 2, extra = w < 5, valid = value ? j0 + t < Dv : true;
-    const float* base = value ? x + 2 * KT + h * Dv + (valid ? j0 + t : 0)
-                        : w == 0  ? bg + h
-                        : w == 1  ? ag + h
-                                  : reinterpret_cast<const float*>(list) + (w - 2);
-    const size_t stride = value ? (size_t)C : by_entry ? 3 : (size_t)Hv;
-    const int at = value ? Sl::V + t : w == 0 ? Sl::B : w == 1 ? Sl::A : Sl::I + (w - 2);
+    DN_EXTRA_WORD(DN_OCT_ROWS);
 #pragma unroll
     for (int u = 0; u < DN_OCT_N; ++u) {
         if (u >= n) break;

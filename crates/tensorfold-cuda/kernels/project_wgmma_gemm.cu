@@ -55,6 +55,47 @@ struct GwgWeights {
     const float* xs;
 };
 
+// The walks' shared pieces, as macros rather than functions: the serial and the pipelined walk (project_wgmma_gemm_pipe.cu)
+// then compile to the machine code the GPU checked, function by function (helper functions changed the SASS of all
+// eight prompt kernels). GWG_WALK_SETUP: the block's place, its walk state k (GwgWalk) and its shared memory, for a
+// walk with St = GwgStage<…> and arguments rows, out, cols, nw, b_tiles in scope.
+#define GWG_WALK_SETUP                                                                                    \
+    DYNAMIC_SMEM(smem);                                                                                   \
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;              \
+    int tile, rb;                                                                                         \
+    gemm_block<false>(tile, rb);                                                                          \
+    GwgWalk k;                                                                                            \
+    k.q0 = rb * (GWG_ROWS / 16);                                                                          \
+    k.nq = (rows + 15) / 16;                                                                              \
+    k.ob = tile * St::OUTS;                                                                               \
+    k.rows = rows;                                                                                        \
+    k.groups = cols / 64;                                                                                 \
+    k.nw = nw;                                                                                            \
+    k.Gi = k.ri = 0;                                                                                      \
+    const int jobs = k.groups;                                                                            \
+    const unsigned char* bt = reinterpret_cast<const unsigned char*>(b_tiles);                            \
+    const SmemAddr smem_s = smem_addr(smem)
+
+// The group after k.Gi in the walk's order: the residue's next, or the next residue's first.
+#define GWG_NEXT_GROUP(k)          \
+    do {                           \
+        (k).Gi += (k).nw;          \
+        if ((k).Gi >= (k).groups)  \
+            (k).Gi = ++(k).ri;     \
+    } while (0)
+
+// The walk's end: decode warps past the last group add their zero sums (which only turns a −0 total into +0), then
+// each thread stores its totals tot[nt][0..1].
+#define GWG_STORE_TOTALS                                                                                   \
+    for (int rr = max(k.groups, 1); rr < nw; ++rr)                                                         \
+        _Pragma("unroll") for (int nt = 0; nt < GWG_NT; ++nt) tot[nt][0] = tot[nt][0] + 0.0f,              \
+                                                              tot[nt][1] = tot[nt][1] + 0.0f;              \
+    _Pragma("unroll") for (int nt = 0; nt < GWG_NT; ++nt)                                                  \
+        _Pragma("unroll") for (int i = 0; i < 2; ++i) {                                                    \
+            const int o = k.ob + 16 * warp + g + 8 * i, row = rb * GWG_ROWS + nt * TILE_ROWS + t;          \
+            if (o < out && row < rows) y[(size_t)row * out + o] = tot[nt][i];                              \
+        }
+
 // Copies group G's B tiles of row blocks q0 … q0 + 3 (of nq; past the last, the last again: those columns are never
 // written) and its weights of outputs ob … (past the last output, the last again) into stage `st`; for 4-bit
 // weights also the scales and biases of the block's tiles and the chunk sums of its rows (from row 16·q0).
@@ -194,8 +235,7 @@ __device__ __forceinline__ void gwg_group(int j, int jobs, GwgWalk& k, unsigned 
     if (j + D - 1 < jobs) {
         gwg_issue<Q4, S, WGS>(smem_s + ((unsigned)(j + D - 1) % D) * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob, out,
                               k.rows, cols, k.groups);
-        k.Gi += k.nw;
-        if (k.Gi >= k.groups) k.Gi = ++k.ri;
+        GWG_NEXT_GROUP(k);
     }
     cp_async_commit();
     const unsigned st = ((unsigned)j % D) * St::BYTES;
@@ -259,27 +299,12 @@ template <bool Q4, typename S, int WGS, int D>
 __device__ __forceinline__ void project_wgmma_gemm(const GwgWeights<S>& wt, float* __restrict__ y, int rows, int out,
                                                    int cols, int nw, const u32* __restrict__ b_tiles) {
     typedef GwgStage<Q4, WGS> St;
-    DYNAMIC_SMEM(smem);
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
-    int tile, rb;
-    gemm_block<false>(tile, rb);
-    GwgWalk k;
-    k.q0 = rb * (GWG_ROWS / 16);
-    k.nq = (rows + 15) / 16;
-    k.ob = tile * St::OUTS;
-    k.rows = rows;
-    k.groups = cols / 64;
-    k.nw = nw;
-    k.Gi = k.ri = 0;
-    const int jobs = k.groups;
-    const unsigned char* bt = reinterpret_cast<const unsigned char*>(b_tiles);
-    const SmemAddr smem_s = smem_addr(smem);
+    GWG_WALK_SETUP;
 #pragma unroll
     for (int s = 0; s < D - 1; ++s) {
         if (s < jobs) {
             gwg_issue<Q4, S, WGS>(smem_s + s * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob, out, rows, cols, k.groups);
-            k.Gi += k.nw;
-            if (k.Gi >= k.groups) k.Gi = ++k.ri;
+            GWG_NEXT_GROUP(k);
         }
         cp_async_commit();
     }
@@ -312,15 +337,5 @@ __device__ __forceinline__ void project_wgmma_gemm(const GwgWeights<S>& wt, floa
         }
     }
     cp_async_wait<0>();
-    // Decode warps past the last group add their zero sums (which only turns a −0 total into +0).
-    for (int rr = max(k.groups, 1); rr < nw; ++rr)
-#pragma unroll
-        for (int nt = 0; nt < GWG_NT; ++nt) tot[nt][0] = tot[nt][0] + 0.0f, tot[nt][1] = tot[nt][1] + 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < GWG_NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int o = k.ob + 16 * warp + g + 8 * i, row = rb * GWG_ROWS + nt * TILE_ROWS + t;
-            if (o < out && row < rows) y[(size_t)row * out + o] = tot[nt][i];
-        }
+    GWG_STORE_TOTALS;
 }

@@ -37,8 +37,7 @@ __device__ __forceinline__ void gwg_bf16_step(int j, int jobs, GwgWalk& k, unsig
     if (j + D - 2 < jobs) {
         gwg_issue<false, S, WGS>(smem_s + ((unsigned)(j + D - 2) % D) * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob,
                                  out, k.rows, cols, k.groups);
-        k.Gi += k.nw;
-        if (k.Gi >= k.groups) k.Gi = ++k.ri;
+        GWG_NEXT_GROUP(k);
     }
     cp_async_commit();
     const unsigned st = ((unsigned)j % D) * St::BYTES;
@@ -76,28 +75,13 @@ __device__ __forceinline__ void project_wgmma_gemm_bf16_pipe(const GwgWeights<S>
                                                              const u32* __restrict__ b_tiles) {
     typedef GwgStage<false, WGS> St;
     constexpr int D = GWG_BF16_PIPE_STAGES;
-    DYNAMIC_SMEM(smem);
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
-    int tile, rb;
-    gemm_block<false>(tile, rb);
-    GwgWalk k;
-    k.q0 = rb * (GWG_ROWS / 16);
-    k.nq = (rows + 15) / 16;
-    k.ob = tile * St::OUTS;
-    k.rows = rows;
-    k.groups = cols / 64;
-    k.nw = nw;
-    k.Gi = k.ri = 0;
-    const int jobs = k.groups;
-    const unsigned char* bt = reinterpret_cast<const unsigned char*>(b_tiles);
-    const SmemAddr smem_s = smem_addr(smem);
+    GWG_WALK_SETUP;
 #pragma unroll
     for (int s = 0; s < D - 2; ++s) {
         if (s < jobs) {
             gwg_issue<false, S, WGS>(smem_s + s * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob, out, rows, cols,
                                      k.groups);
-            k.Gi += k.nw;
-            if (k.Gi >= k.groups) k.Gi = ++k.ri;
+            GWG_NEXT_GROUP(k);
         }
         cp_async_commit();
     }
@@ -150,16 +134,7 @@ __device__ __forceinline__ void project_wgmma_gemm_bf16_pipe(const GwgWeights<S>
         }
     }
     cp_async_wait<0>();
-    for (int rr = max(k.groups, 1); rr < nw; ++rr)
-#pragma unroll
-        for (int nt = 0; nt < GWG_NT; ++nt) tot[nt][0] = tot[nt][0] + 0.0f, tot[nt][1] = tot[nt][1] + 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < GWG_NT; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            const int o = k.ob + 16 * warp + g + 8 * u, row = rb * GWG_ROWS + nt * TILE_ROWS + t;
-            if (o < out && row < rows) y[(size_t)row * out + o] = tot[nt][u];
-        }
+    GWG_STORE_TOTALS;
 }
 
 // Blocks of WGS warpgroups, 4 stages (5 pipelined) in dynamic shared memory (project_gemm.rs wgmma_gemm_smem), one

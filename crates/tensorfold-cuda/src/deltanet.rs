@@ -281,11 +281,12 @@ pub(crate) fn recur_rows_per_warp(value_dim: usize) -> usize {
 /// `TENSORFOLD_CUDA_DN_OCT=0` `dn_recur_batch_v*` (deltanet_batch.cu: inputs staged and prepared 16 rows at a
 /// time, no barrier between steps); `TENSORFOLD_CUDA_DN_BATCH=0` puts them on `dn_recur_ring_v*` (inputs staged one
 /// row ahead, normalised once a block), and with `TENSORFOLD_CUDA_DN_RING=0` as well on the plain kernel. The
-/// batched kernel is the default since call 128 timed it on the H200: 16- and 32-row 27B MLX4 rounds 1 to 2.5%
-/// faster, 16k prefills 3% faster, a 2,048-row prompt chunk's chain launch 28% shorter. A round of one row a slot
-/// (decode) keeps the plain kernel: staging pays off only along a chain. Every kernel steps the same values through
-/// the same functions (deltanet.cu dn_normalise, dn_update), so the bits are the same; the backend-ops test's
-/// switches put a round on the batched kernel, the ring or the plain one whatever the environment says.
+/// batched kernel replaced the ring in call 128 (the H200: 16- and 32-row 27B MLX4 rounds 1 to 2.5% faster, 16k
+/// prefills 3% faster, a 2,048-row prompt chunk's chain launch 28% shorter). A round of one row a slot (decode)
+/// keeps the plain kernel: staging pays off only along a chain. Every kernel gives each row the same arithmetic
+/// (deltanet.cu dn_normalise and dn_update's sums, which the octet kernel splits over its lanes in the same tree), so
+/// the bits are the same; the backend-ops test's switches put a round on the octet kernel, the batched one, the ring
+/// or the plain one whatever the environment says.
 fn recur_kind(slots: usize, entries: usize, vm: usize) -> &'static str {
     static RING: OnceLock<bool> = OnceLock::new();
     static BATCH: OnceLock<bool> = OnceLock::new();
