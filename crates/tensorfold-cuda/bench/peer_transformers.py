@@ -13,7 +13,7 @@ dev = os.environ.get("TF_PEER_DEVICE", "cuda")  # "cpu" to try the script where 
 
 def sync():
     if dev == "cuda":
-        sync()
+        torch.cuda.synchronize()
 
 
 t = time.time()

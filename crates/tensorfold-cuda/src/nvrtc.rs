@@ -57,6 +57,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "deltanet_octets.cu",
         include_str!("../kernels/deltanet_octets.cu"),
     ),
+    (
+        "deltanet_fused.cu",
+        include_str!("../kernels/deltanet_fused.cu"),
+    ),
     ("sample.cu", include_str!("../kernels/sample.cu")),
 ];
 

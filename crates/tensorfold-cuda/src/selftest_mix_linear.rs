@@ -2,7 +2,9 @@
 //! kernel layouts that must give the same bits (split heads, inputs staged ahead one row or a batch at a time).
 
 use super::{act, chain, compare, inputs, refs, same_run, scenario, Mix, Row};
-use crate::deltanet::{BATCH_INPUTS, OCT_INPUTS, REGISTER_INPUTS, RING_INPUTS, WHOLE_HEADS};
+use crate::deltanet::{
+    BATCH_INPUTS, FUSED_DECODE, OCT_INPUTS, REGISTER_INPUTS, RING_INPUTS, WHOLE_HEADS,
+};
 use crate::selftest::{with, Report, Rng};
 use crate::CudaBackend;
 use tensorfold_backend::cpu::CpuBackend;
@@ -201,7 +203,76 @@ pub(in crate::selftest) fn check_deltanet(
             &batched_whole,
             &registers,
         );
+        // Decode rounds (one row a slot) on the fused mixer (deltanet_fused.cu, where the shape has a kernel) ==
+        // conv, recurrence and norm in three launches; and close to the CPU twin.
+        let fused = with_fused(1, || decode_rounds(&g));
+        let three = with_fused(2, || decode_rounds(&g));
+        rep.same(
+            &format!("{name}: decode rounds, one launch == three launches (outputs, kept states)"),
+            &fused,
+            &three,
+        );
+        rep.close(
+            &format!("{name}: decode rounds vs cpu"),
+            crate::selftest::rel_err(&fused, &decode_rounds(&c)),
+            2e-4,
+        );
     }
+}
+
+/// Runs `f` with the fused decode mixer forced on (1) or off (2).
+fn with_fused<T>(mode: u8, f: impl FnOnce() -> T) -> T {
+    use std::sync::atomic::Ordering;
+    FUSED_DECODE.store(mode, Ordering::Relaxed);
+    let r = f();
+    FUSED_DECODE.store(0, Ordering::Relaxed);
+    r
+}
+
+/// Three slots prefilled with 5, 3 and 1 rows, then three decode rounds of one row a slot (the second without slot
+/// 1), each row kept: every round's outputs, then the three states.
+fn decode_rounds<M: Mix>(m: &M) -> Vec<f32> {
+    let mut sts: Vec<M::St> = (0..3).map(|_| m.fresh()).collect();
+    let lens = [5usize, 3, 1];
+    let mut pre = Vec::new();
+    for (slot, &n) in lens.iter().enumerate() {
+        let first = pre.len();
+        pre.extend(chain(slot, 0, first, n, 10 * slot as u64));
+    }
+    let mut out = {
+        let mut r: Vec<&mut M::St> = sts.iter_mut().collect();
+        m.round(&pre, &mut r)
+    };
+    let mut at = 0;
+    for (slot, &n) in lens.iter().enumerate() {
+        m.keep(&mut sts[slot], &(at..at + n).collect::<Vec<_>>());
+        at += n;
+    }
+    let mut pos = lens;
+    for round in 0..3u64 {
+        let slots: &[usize] = if round == 1 { &[0, 2] } else { &[0, 1, 2] };
+        let rows: Vec<Row> = slots
+            .iter()
+            .map(|&s| Row {
+                slot: s,
+                pos: pos[s],
+                parent: None,
+                token: 100 + 7 * round + s as u64,
+            })
+            .collect();
+        out.extend({
+            let mut r: Vec<&mut M::St> = sts.iter_mut().collect();
+            m.round(&rows, &mut r)
+        });
+        for (k, &s) in slots.iter().enumerate() {
+            m.keep(&mut sts[s], &[k]);
+            pos[s] += 1;
+        }
+    }
+    for st in &sts {
+        out.extend(m.state(st));
+    }
+    out
 }
 
 /// A round of two chains, 45 rows in slot 0 and 19 in slot 1, each kept whole: the outputs, then both states.
