@@ -9,7 +9,7 @@ mkdir -p "$out"
 src="$out/kernels_cpu.cpp"
 {
   echo '#include "emu.h"'
-  for f in common project project_mma project_stream project_gemm project_wgmma project_wgmma_bf16 rowwise attention attention_tiles attention_lanes attention_block project_wgmma_gemm project_wgmma_gemm_pipe deltanet deltanet_batch deltanet_octets deltanet_fused sample; do echo "// ---- $f.cu"; cat "$here/../kernels/$f.cu"; echo; done
+  for f in common project project_mma project_stream project_gemm project_wgmma project_wgmma_bf16 rowwise attention attention_tiles attention_lanes attention_block project_wgmma_gemm project_wgmma_gemm_pipe deltanet deltanet_batch deltanet_octets sample; do echo "// ---- $f.cu"; cat "$here/../kernels/$f.cu"; echo; done
 } > "$src"
 python3 "$here/wrappers.py" "$src" "$here" > "$out/wrappers.inc"
 cat "$out/wrappers.inc" >> "$src"

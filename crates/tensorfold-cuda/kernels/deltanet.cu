@@ -10,11 +10,15 @@
 #define KMAX 4    // key_dim <= 128 (4 per lane)
 // value_dim <= 128: at most 16 rows per warp (dn_recur_v16, one block per head)
 
-// Channel c of the row whose meta is m: the causal conv over its committed tail, ancestors and itself, then SiLU.
-// dn_conv and the fused decode mixer (deltanet_fused.cu) both make a channel with it, so they give the same bits.
-__device__ __forceinline__ float dn_conv_at(const float* __restrict__ mixed, const float* __restrict__ conv_w,
-                                            const u64* __restrict__ tails, const int* __restrict__ m,
-                                            const int* __restrict__ paths, int C, int K, int c) {
+// Launched with 256 threads; 8 blocks an SM (32 registers), the occupancy a memory-bound kernel needs (ptxas took 39
+// registers once kernel_entry came first, and the prompt's conv ran 25% slower).
+extern "C" __global__ void __launch_bounds__(256, 8)
+    dn_conv(const float* __restrict__ mixed, const float* __restrict__ conv_w, float* __restrict__ x,
+            const u64* __restrict__ tails, const int* __restrict__ meta, const int* __restrict__ paths, int C, int K) {
+    kernel_entry();
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y;
+    if (c >= C) return;
+    const int* m = meta + 5 * i;
     const int slot = m[0], plen = m[4];
     const float* tail = reinterpret_cast<const float*>(tails[slot]);
     float acc = 0.0f;
@@ -24,18 +28,7 @@ __device__ __forceinline__ float dn_conv_at(const float* __restrict__ mixed, con
                                     : tail[(size_t)(K - 2 - (back - plen)) * C + c];
         acc = fmaf(v, conv_w[(size_t)c * K + j], acc);
     }
-    return silu_f(acc);
-}
-
-// Launched with 256 threads; 8 blocks an SM (32 registers), the occupancy a memory-bound kernel needs (ptxas took 39
-// registers once kernel_entry came first, and the prompt's conv ran 25% slower).
-extern "C" __global__ void __launch_bounds__(256, 8)
-    dn_conv(const float* __restrict__ mixed, const float* __restrict__ conv_w, float* __restrict__ x,
-            const u64* __restrict__ tails, const int* __restrict__ meta, const int* __restrict__ paths, int C, int K) {
-    kernel_entry();
-    const int c = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y;
-    if (c >= C) return;
-    x[(size_t)i * C + c] = dn_conv_at(mixed, conv_w, tails, meta + 5 * i, paths, C, K, c);
+    x[(size_t)i * C + c] = silu_f(acc);
 }
 
 // A block's share of a head's state: value-dim rows j0 + warp + DN_WARPS·m (m < VM), key dims lane + 32·kk.
@@ -462,17 +455,6 @@ DN_RECUR(dn_recur_ring_v, dn_recur_ring, 1)
 DN_RECUR(dn_recur_ring_v, dn_recur_ring, 2)
 DN_RECUR(dn_recur_ring_v, dn_recur_ring, 16)
 
-// The gated RMSNorm's pieces, shared by dn_norm and the fused decode mixer (deltanet_fused.cu), so both give the
-// same bits: 1 / rms of a head's Dv outputs o (thread j, j + blockDim, … squares them in order, then block_sum), and
-// one output's norm times its weight and gate.
-__device__ __forceinline__ float dn_norm_inv(const float* __restrict__ o, int Dv, float eps, float* scratch) {
-    float ss = 0.0f;
-    for (int j = threadIdx.x; j < Dv; j += blockDim.x) ss = fmaf(o[j], o[j], ss);
-    ss = block_sum(ss, scratch);
-    return 1.0f / sqrtf(ss / (float)Dv + eps);
-}
-__device__ __forceinline__ float dn_norm_value(float o, float inv, float w, float z) { return w * (o * inv) * silu_f(z); }
-
 // The gated RMSNorm of one (row, value head) of dn_recur's output, in place: o·rsqrt(mean o² + eps)·w·silu(z),
 // with the same per-thread sums and block_sum as a whole-head block would take (DN_WARPS warps, j = tid, tid +
 // blockDim, …); and the output's tensor-core form when prep != 0 (Dv % 32 == 0: whole warps in range).
@@ -482,9 +464,12 @@ extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
     kernel_entry();
     __shared__ float scratch[32];
     const size_t ob = (size_t)blockIdx.x * Hv * Dv + (size_t)blockIdx.y * Dv;
-    const float inv = dn_norm_inv(out + ob, Dv, eps, scratch);
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < Dv; j += blockDim.x) ss = fmaf(out[ob + j], out[ob + j], ss);
+    ss = block_sum(ss, scratch);
+    const float inv = 1.0f / sqrtf(ss / (float)Dv + eps);
     for (int j = threadIdx.x; j < Dv; j += blockDim.x) {
-        const float v = dn_norm_value(out[ob + j], inv, norm_w[j], z[ob + j]);
+        const float v = norm_w[j] * (out[ob + j] * inv) * silu_f(z[ob + j]);
         out[ob + j] = v;
         if (prep) prepare_store_at(ob + j, blockIdx.x, blockIdx.y * Dv + j, v, oh, ol, os, obt, Hv * Dv);
     }

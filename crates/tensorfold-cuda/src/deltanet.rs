@@ -11,10 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use tensorfold_backend::{LinearParams, LinearSpec, RowRef};
 
-#[path = "deltanet_fused.rs"]
-mod fused;
-pub(crate) use fused::FUSED_DECODE;
-
 /// Kernel limits (KMAX·32, and 16 rows per warp · DN_WARPS in deltanet.cu).
 const MAX_KEY_DIM: usize = 128;
 const MAX_VALUE_DIM: usize = 128;
@@ -470,26 +466,21 @@ pub(crate) fn gated_deltanet(
     let tails: Vec<u64> = states.iter().map(|st| dev.ptr(&st.tail)).collect();
     let tails = dev.stage_u64s(&tails);
     let x = dev.scratch::<f32>(r * c);
-    let vm = recur_rows_per_warp(s.value_dim);
-    // Rounds of one row a slot take the fused mixer (conv, step and norm in one launch) where it is built.
-    let fused = fused::kernel(&s, vm, rows);
-    if fused.is_none() {
-        dev.launch(
-            "dn_conv",
-            (c.div_ceil(256) as u32, r as u32, 1),
-            256,
-            &[
-                Arg::P(dev.ptr(&mixed.buf)),
-                Arg::P(dev.ptr(&p.conv.buf)),
-                Arg::P(dev.ptr(&x)),
-                Arg::P(dev.staged_ptr(&tails)),
-                Arg::P(dev.staged_ptr(&meta)),
-                Arg::P(dev.staged_ptr(&paths)),
-                Arg::I(c as i32),
-                Arg::I(k as i32),
-            ],
-        );
-    }
+    dev.launch(
+        "dn_conv",
+        (c.div_ceil(256) as u32, r as u32, 1),
+        256,
+        &[
+            Arg::P(dev.ptr(&mixed.buf)),
+            Arg::P(dev.ptr(&p.conv.buf)),
+            Arg::P(dev.ptr(&x)),
+            Arg::P(dev.staged_ptr(&tails)),
+            Arg::P(dev.staged_ptr(&meta)),
+            Arg::P(dev.staged_ptr(&paths)),
+            Arg::I(c as i32),
+            Arg::I(k as i32),
+        ],
+    );
     // 2. Per active slot: entries (row, restore, save); a row branching off anything but the previous row
     //    restores its parent's snapshot (or the round's start state).
     let mut by_slot: Vec<Vec<usize>> = vec![Vec::new(); states.len()];
@@ -568,34 +559,18 @@ pub(crate) fn gated_deltanet(
     // The out projection reads the tensor-core form dn_norm writes (no prepare_x launch).
     let prep = (crate::project::fuse_prepare(vt) && s.value_dim.is_multiple_of(32))
         .then(|| crate::project::alloc_prepared(dev, r, vt));
-    if let Some(name) = &fused {
-        let f = fused::FusedRound {
-            conv: (dev.ptr(&mixed.buf), dev.ptr(&p.conv.buf), dev.ptr(&round.x)),
-            rows: (
-                dev.staged_ptr(&tails),
-                dev.staged_ptr(&meta),
-                dev.staged_ptr(&paths),
-            ),
-            gates: (dev.ptr(&*round.b), dev.ptr(&*round.a), dev.ptr(&z.buf)),
-            out: (dev.ptr(&out.buf), prep.as_ref()),
-            states: (base, dev.staged_ptr(&list)),
-            slots: active.len(),
-        };
-        fused::launch(dev, name, &s, &round.params, &f);
-    } else {
-        recur(
-            dev,
-            &s,
-            &round.params,
-            &round,
-            (dev.ptr(&z.buf), dev.ptr(&out.buf)),
-            (base, base + 8 * active.len() as u64, dev.ptr(&snap_buf)),
-            (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
-            (active.len(), r),
-            Some((r, prep.as_ref())),
-            vm,
-        );
-    }
+    recur(
+        dev,
+        &s,
+        &round.params,
+        &round,
+        (dev.ptr(&z.buf), dev.ptr(&out.buf)),
+        (base, base + 8 * active.len() as u64, dev.ptr(&snap_buf)),
+        (dev.staged_ptr(&list), dev.staged_ptr(&slot_off)),
+        (active.len(), r),
+        Some((r, prep.as_ref())),
+        recur_rows_per_warp(s.value_dim),
+    );
     if let Some(p) = prep {
         let _ = out.prepared.set(p);
     }

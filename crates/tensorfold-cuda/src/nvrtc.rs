@@ -57,10 +57,6 @@ pub const SOURCES: &[(&str, &str)] = &[
         "deltanet_octets.cu",
         include_str!("../kernels/deltanet_octets.cu"),
     ),
-    (
-        "deltanet_fused.cu",
-        include_str!("../kernels/deltanet_fused.cu"),
-    ),
     ("sample.cu", include_str!("../kernels/sample.cu")),
 ];
 
