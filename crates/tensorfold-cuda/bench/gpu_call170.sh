@@ -3,6 +3,8 @@
 # one launch a layer): every check, then 27B MLX4 quick benches fused (the default) against the three launches
 # (DN_FUSED=0), alternating, and the event profiles of both; 9B MLX4 the same; then 27B bf16 both ways and
 # transformers beside the 27B bf16 shape (its loader now one shard at a time).
+# A record of what ran: the fused kernel and its switch are not on main (commit 6c76a2c had them; the change is
+# logs/call170/dn_decode_fused.patch).
 FINAL=${1:?out dir}; BUDGET=${2:-540}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
