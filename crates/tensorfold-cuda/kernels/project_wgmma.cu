@@ -225,29 +225,36 @@ __device__ __forceinline__ void cp_async16_tile(SmemAddr dst, const void* src) {
 
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
 // past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
-template <typename S, int NT, int MT>
+// X: x's pieces (the B tile, the sums), which the previous kernel writes; WT: the weights' (codes, scales, biases),
+// which no kernel writes, so they may be copied before kernel_entry (TF_WG_EARLY).
+template <typename S, int NT, int MT, bool X = true, bool WT = true>
 __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S, MT>& src) {
     using W = WgSources<S, MT>;
     const int tid = threadIdx.x;
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
-    cp_async16_tile(sa + tid * 16, bt);
-    if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
-    if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
-        const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
-        cp_async16_tile(sa + 4096 + tid * 16, bt2);
-        cp_async16_tile(sa + 6144 + tid * 16, bt2 + 2048);
+    if (X) {
+        cp_async16_tile(sa + tid * 16, bt);
+        if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
+        if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
+            const unsigned char* bt2 = src.tile2 + (size_t)G * WG_TILE;
+            cp_async16_tile(sa + 4096 + tid * 16, bt2);
+            cp_async16_tile(sa + 6144 + tid * 16, bt2 + 2048);
+        }
     }
     typedef WgStage<NT, MT> St;
+    if (WT) {
 #pragma unroll
-    for (int m = 0; m < MT; ++m) cp_async16(sa + St::CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
-    // Runs of scales and biases side by side: run k (tile k / 2, biases if odd) at St::PARAMS + k·16 raw values.
+        for (int m = 0; m < MT; ++m)
+            cp_async16(sa + St::CODES + (tid + 128 * m) * 16, src.code[m] + (size_t)G * 512, true);
+        // Runs of scales and biases side by side: run k (tile k / 2, biases if odd) at St::PARAMS + k·16 raw values.
 #pragma unroll
-    for (int i = 0; i < W::PARAM_COPIES; ++i)
-        if (src.param[i])
-            cp_async4(sa + St::PARAMS + (tid + 128 * i) * 4, src.param[i] + (size_t)G * 16 * sizeof(typename S::raw),
-                      true);
-    if (src.xsum) cp_async4(sa + St::XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
+        for (int i = 0; i < W::PARAM_COPIES; ++i)
+            if (src.param[i])
+                cp_async4(sa + St::PARAMS + (tid + 128 * i) * 4,
+                          src.param[i] + (size_t)G * 16 * sizeof(typename S::raw), true);
+    }
+    if (X && src.xsum) cp_async4(sa + St::XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
 }
 
 // Where a block's walk goes after group G of residue r: the residue's next group, else the next residue's first.
@@ -351,6 +358,9 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
                                                  int rows, int out, int cols, int nw, const u32* __restrict__ b_tiles,
                                                  float* __restrict__ partial, u32* __restrict__ tickets, int part) {
     typedef WgStage<NT, MT> St;
+#ifndef TF_WG_EARLY
+    kernel_entry();  // (else after the first groups' weight copies, below)
+#endif
     if (part > 0) {
         const int first = 32 * part;
         xs += (size_t)first * (cols / 32);
@@ -377,6 +387,25 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     (void)xh, (void)xl;  // x comes as b_tiles (prepare_store wrote them beside xh and xl)
     const WgSources<S, MT> src = wg_sources<S, NT, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
     int Gi = r0, ri = r0;  // the copies' cursor
+#ifdef TF_WG_EARLY
+    // The first STAGES − 1 groups' weights before the previous kernel is done, x's pieces after (project_stream.cu's
+    // early copies); the first commit takes both.
+    for (int s = 0, Ge = r0, re = r0; s < STAGES - 1; ++s) {
+        if (s < jobs) {
+            wg_issue<S, NT, MT, false, true>(ring + s * St::BYTES, Ge, src);
+            wg_next(Ge, re, nw, groups);
+        }
+    }
+    kernel_entry();
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < jobs) {
+            wg_issue<S, NT, MT, true, false>(ring + s * St::BYTES, Gi, src);
+            wg_next(Gi, ri, nw, groups);
+        }
+        cp_async_commit();
+    }
+#else
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
@@ -385,6 +414,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         }
         cp_async_commit();
     }
+#endif
     float tot[MT][NT][2], acc[MT][NT][2];
 #pragma unroll
     for (int m = 0; m < MT; ++m)
@@ -486,7 +516,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
         u32* tickets) {                                                                                           \
-        kernel_entry();                                                                                           \
+        entry_after_weights(); /* project_wgmma_a4 calls kernel_entry */                                         \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \

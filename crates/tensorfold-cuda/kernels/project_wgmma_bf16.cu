@@ -31,6 +31,9 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
                                                    u32* __restrict__ tickets, int part) {
     typedef WgBf16Stage<NT> St;
     constexpr int STAGES = NT == 8 ? WG_BF16_N64_STAGES : WG_BF16_STAGES;
+#ifndef TF_WG_EARLY
+    kernel_entry();  // (else after the first groups' weight copies, below)
+#endif
     if (part > 0) {
         const int first = 32 * part;
         y += (size_t)first * out;
@@ -63,7 +66,8 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
 #else
     constexpr bool L1 = true;  // x's tiles through L1 (see cp_async16_tile)
 #endif
-    auto issue = [&](int stage, int G) {
+    // x's B tiles (which the previous kernel writes), then the weights (which no kernel writes).
+    auto issue_x = [&](int stage, int G) {
         const SmemAddr sa = ring_at + stage * St::BYTES;
         const unsigned char* b = bt + (size_t)G * WG_TILE;
         cp_async16_tile<L1>(sa + tid * 16, b);
@@ -73,10 +77,35 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
             cp_async16_tile<L1>(sa + 4096 + tid * 16, b2);
             cp_async16_tile<L1>(sa + 6144 + tid * 16, b2 + 2048);
         }
+    };
+    auto issue_w = [&](int stage, int G) {
+        const SmemAddr sa = ring_at + stage * St::BYTES;
 #pragma unroll
         for (int i = 0; i < 4; ++i) cp_async16(sa + wdst[i], wsrc[i] + (size_t)G * 64, true);
     };
+    auto issue = [&](int stage, int G) {
+        issue_x(stage, G);
+        issue_w(stage, G);
+    };
     int Gi = r0, ri = r0;  // the copies' cursor
+#ifdef TF_WG_EARLY
+    // The first STAGES − 1 groups' weights before the previous kernel is done (project_wgmma.cu's TF_WG_EARLY).
+    for (int s = 0, Ge = r0, re = r0; s < STAGES - 1; ++s) {
+        if (s < jobs) {
+            issue_w(s, Ge);
+            wg_next(Ge, re, nw, groups);
+        }
+    }
+    kernel_entry();
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < jobs) {
+            issue_x(s, Gi);
+            wg_next(Gi, ri, nw, groups);
+        }
+        cp_async_commit();
+    }
+#else
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
@@ -85,6 +114,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         }
         cp_async_commit();
     }
+#endif
     float d[1][NT][4], tot[1][NT][2], acc[1][NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -145,7 +175,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         const u16* xh, const u16* xl, const float* xs, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),         \
         int start2, BF16_JOB(3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,      \
         u32* tickets) {                                                                                           \
-        kernel_entry();                                                                                           \
+        entry_after_weights(); /* project_wgmma_bf16 calls kernel_entry */                                       \
         (void)xh, (void)xl, (void)xs; /* x comes as b_tiles */                                                    \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1;                                                         \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
