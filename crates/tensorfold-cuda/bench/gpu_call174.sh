@@ -1,21 +1,26 @@
 #!/bin/bash
-# gpu_call174.sh FINAL BUDGET_S BIN: each kernel lets its successor be launched before it waits for its predecessor
-# (kernel_entry's trigger first, the default now) against the trigger after the wait (-DTF_LATE_TRIGGER, as before),
-# and, on top of the early trigger, the wgmma round kernels copying their first groups' weights before they wait
-# (-DTF_WG_EARLY): every check on the new default and on TF_WG_EARLY, then quick benches of the three alternating on
-# 27B MLX4, 9B MLX4 and 27B bf16. The three kernel images come precompiled in the cache (defines are in its key).
+# gpu_call174.sh FINAL BUDGET_S BIN: not yet run (no machine came in the session that wrote it). Each kernel letting
+# its successor be launched before it waits for its predecessor (-DTF_EARLY_TRIGGER: kernel_entry's trigger first)
+# against main's order (the trigger after the wait), and, on top of the early trigger, the wgmma round kernels copying
+# their first groups' weights before they wait (-DTF_WG_EARLY): every check on main's binary, backend-ops and the
+# full suites on both switches, then quick benches of the three alternating on 27B MLX4, 9B MLX4 and 27B bf16.
+# Precompile the three kernel images into the cache first (the defines are part of its key).
 FINAL=${1:?out dir}; BUDGET=${2:-420}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
 full_check "$BIN"
-step wg-check-ops 60 env TENSORFOLD_CUDA_DEFINES=-DTF_WG_EARLY "$BIN" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit
-step wg-full-mlx 40 env TENSORFOLD_CUDA_DEFINES=-DTF_WG_EARLY "$BIN" check --device cuda --model fixtures/tiny-mlx-4bit
-step wg-full-bf16 40 env TENSORFOLD_CUDA_DEFINES=-DTF_WG_EARLY "$BIN" check --device cuda --model fixtures/tiny-wrapper-bf16
-grep -hE "^backend-ops|^oracle|cases,|^FAIL|^error|panicked" "$OUT"/wg-*.log | sed 's/^/wg /'
+EARLY="TENSORFOLD_CUDA_DEFINES=-DTF_EARLY_TRIGGER"
+WG="TENSORFOLD_CUDA_DEFINES=-DTF_EARLY_TRIGGER -DTF_WG_EARLY"
+for v in early wg; do
+  if [ $v = early ]; then e=$EARLY; else e=$WG; fi
+  step $v-check-ops 30 env "$e" "$BIN" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit
+  for f in tiny-mlx-4bit tiny-wrapper-bf16; do step $v-full-$f 30 env "$e" "$BIN" check --device cuda --model fixtures/$f; done
+done
+grep -hE "^backend-ops|^oracle|cases,|^FAIL|^error|panicked" "$OUT"/early-*.log "$OUT"/wg-*.log
 three() {
-  quick "$1-early-$3" "$2" "$BIN"
-  quick "$1-late-$3" "$2" "$BIN" TENSORFOLD_CUDA_DEFINES=-DTF_LATE_TRIGGER
-  quick "$1-wg-$3" "$2" "$BIN" TENSORFOLD_CUDA_DEFINES=-DTF_WG_EARLY
+  quick "$1-main-$3" "$2" "$BIN"
+  quick "$1-early-$3" "$2" "$BIN" "$EARLY"
+  quick "$1-wg-$3" "$2" "$BIN" "$WG"
 }
 M=/dev/shm/s27m4
 step synth-m4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M

@@ -257,6 +257,14 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
     if (X && src.xsum) cp_async4(sa + St::XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
 }
 
+// A wgmma round kernel's wait for its predecessor (kernel_entry) at its start; with TF_WG_EARLY (not yet timed on a
+// GPU) the kernel waits instead after copying its first groups' weights (project_wgmma_a4, project_wgmma_bf16).
+__device__ __forceinline__ void wg_entry_default() {
+#ifndef TF_WG_EARLY
+    kernel_entry();
+#endif
+}
+
 // Where a block's walk goes after group G of residue r: the residue's next group, else the next residue's first.
 __device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
     G += nw;
@@ -358,9 +366,6 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
                                                  int rows, int out, int cols, int nw, const u32* __restrict__ b_tiles,
                                                  float* __restrict__ partial, u32* __restrict__ tickets, int part) {
     typedef WgStage<NT, MT> St;
-#ifndef TF_WG_EARLY
-    kernel_entry();  // (else after the first groups' weight copies, below)
-#endif
     if (part > 0) {
         const int first = 32 * part;
         xs += (size_t)first * (cols / 32);
@@ -516,7 +521,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
         u32* tickets) {                                                                                           \
-        entry_after_weights(); /* project_wgmma_a4 calls kernel_entry */                                         \
+        entry_after_weights(); /* the wait: next line, or with TF_WG_EARLY in project_wgmma_a4 */                 \
+        wg_entry_default();                                                                                       \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \

@@ -31,9 +31,6 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
                                                    u32* __restrict__ tickets, int part) {
     typedef WgBf16Stage<NT> St;
     constexpr int STAGES = NT == 8 ? WG_BF16_N64_STAGES : WG_BF16_STAGES;
-#ifndef TF_WG_EARLY
-    kernel_entry();  // (else after the first groups' weight copies, below)
-#endif
     if (part > 0) {
         const int first = 32 * part;
         y += (size_t)first * out;
@@ -175,7 +172,8 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         const u16* xh, const u16* xl, const float* xs, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),         \
         int start2, BF16_JOB(3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,      \
         u32* tickets) {                                                                                           \
-        entry_after_weights(); /* project_wgmma_bf16 calls kernel_entry */                                       \
+        entry_after_weights(); /* the wait: next line, or with TF_WG_EARLY in project_wgmma_bf16 */               \
+        wg_entry_default();                                                                                       \
         (void)xh, (void)xl, (void)xs; /* x comes as b_tiles */                                                    \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1;                                                         \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
