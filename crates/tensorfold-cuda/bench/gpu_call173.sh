@@ -2,7 +2,7 @@
 # gpu_call173.sh FINAL BUDGET_S BIN: main's kernels, no change. (1) What each small launch of a 27B MLX4 decode round
 # costs inside the round's graph: quick benches with one kernel family launched twice (TENSORFOLD_CUDA_TWICE, a timing
 # ablation: in-place kernels then compute wrong values), against the same binary launching each once, before and
-# after (gpu_call172.sh's plan, which never ran). (2) Where a 27B bf16 16-row round's time goes against a 1-row
+# after (the plan of gpu_call172.sh, which never ran and is gone). (2) Where a 27B bf16 16-row round's time goes against a 1-row
 # round's (event profiles), and the bf16 rounds on mma.sync (TENSORFOLD_CUDA_WGMMA_BF16=0) beside wgmma.
 FINAL=${1:?out dir}; BUDGET=${2:-420}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"

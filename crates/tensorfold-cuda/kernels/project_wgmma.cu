@@ -402,24 +402,18 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         }
     }
     kernel_entry();
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < jobs) {
-            wg_issue<S, NT, MT, true, false>(ring + s * St::BYTES, Gi, src);
-            wg_next(Gi, ri, nw, groups);
-        }
-        cp_async_commit();
-    }
+    constexpr bool WEIGHTS = false;  // (copied above)
 #else
+    constexpr bool WEIGHTS = true;
+#endif
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
-            wg_issue<S, NT, MT>(ring + s * St::BYTES, Gi, src);
+            wg_issue<S, NT, MT, true, WEIGHTS>(ring + s * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
     }
-#endif
     float tot[MT][NT][2], acc[MT][NT][2];
 #pragma unroll
     for (int m = 0; m < MT; ++m)

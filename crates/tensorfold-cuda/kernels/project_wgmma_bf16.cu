@@ -94,24 +94,19 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         }
     }
     kernel_entry();
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < jobs) {
-            issue_x(s, Gi);
-            wg_next(Gi, ri, nw, groups);
-        }
-        cp_async_commit();
-    }
-#else
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < jobs) {
-            issue(s, Gi);
-            wg_next(Gi, ri, nw, groups);
-        }
-        cp_async_commit();
-    }
 #endif
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < jobs) {
+#ifdef TF_WG_EARLY
+            issue_x(s, Gi);
+#else
+            issue(s, Gi);
+#endif
+            wg_next(Gi, ri, nw, groups);
+        }
+        cp_async_commit();
+    }
     float d[1][NT][4], tot[1][NT][2], acc[1][NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
