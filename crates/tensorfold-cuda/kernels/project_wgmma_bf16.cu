@@ -94,15 +94,15 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         }
     }
     kernel_entry();
+    constexpr bool WEIGHTS = false;  // (copied above)
+#else
+    constexpr bool WEIGHTS = true;
 #endif
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
-#ifdef TF_WG_EARLY
             issue_x(s, Gi);
-#else
-            issue(s, Gi);
-#endif
+            if (WEIGHTS) issue_w(s, Gi);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();

@@ -201,27 +201,28 @@ mod tests {
     fn every_kernel_waits_for_its_predecessor_before_anything_else() {
         let mut kernels = 0;
         for (file, text) in SOURCES {
-            for (at, _) in text.match_indices("extern \"C\" __global__") {
-                let body = at + text[at..].find('{').expect("a kernel body");
-                let first =
-                    text[body + 1..].trim_start_matches(|c: char| c.is_whitespace() || c == '\\');
-                let name: String = text[at..body].chars().filter(|c| *c != '\\').collect();
-                let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
-                // A kernel that copies weights first (entry_after_weights) calls kernel_entry in the function
-                // its body calls: the file has a kernel_entry that starts no kernel.
-                let starting = text
-                    .match_indices("extern \"C\" __global__")
-                    .filter(|(k, _)| {
-                        let b = k + text[*k..].find('{').expect("a kernel body");
-                        text[b + 1..]
-                            .trim_start_matches(|c: char| c.is_whitespace() || c == '\\')
-                            .starts_with("kernel_entry();")
-                    })
-                    .count();
-                let deferred = first.starts_with("entry_after_weights();")
-                    && text.matches("kernel_entry();").count() > starting;
+            // Each kernel's name and the text from its first statement on.
+            let found: Vec<(String, &str)> = text
+                .match_indices("extern \"C\" __global__")
+                .map(|(at, _)| {
+                    let body = at + text[at..].find('{').expect("a kernel body");
+                    let name: String = text[at..body].chars().filter(|c| *c != '\\').collect();
+                    let first = text[body + 1..]
+                        .trim_start_matches(|c: char| c.is_whitespace() || c == '\\');
+                    (name.split_whitespace().collect::<Vec<_>>().join(" "), first)
+                })
+                .collect();
+            // A kernel that copies weights first (entry_after_weights) calls kernel_entry in the function its
+            // body calls: the file then has a kernel_entry that starts no kernel.
+            let starting = found
+                .iter()
+                .filter(|(_, first)| first.starts_with("kernel_entry();"))
+                .count();
+            let deferred_entry = text.matches("kernel_entry();").count() > starting;
+            for (name, first) in &found {
                 assert!(
-                    first.starts_with("kernel_entry();") || deferred,
+                    first.starts_with("kernel_entry();")
+                        || (first.starts_with("entry_after_weights();") && deferred_entry),
                     "{file}: the kernel at `{name}` does not start with kernel_entry()"
                 );
                 kernels += 1;
