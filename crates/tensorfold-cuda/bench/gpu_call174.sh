@@ -2,7 +2,8 @@
 # gpu_call174.sh FINAL BUDGET_S BIN: not yet run (no machine came in the session that wrote it). Each kernel letting
 # its successor be launched before it waits for its predecessor (-DTF_EARLY_TRIGGER: kernel_entry's trigger first)
 # against main's order (the trigger after the wait), and, on top of the early trigger, the wgmma round kernels copying
-# their first groups' weights before they wait (-DTF_WG_EARLY): first_check on main's binary, backend-ops and the
+# their first groups' weights before they wait (-DTF_WG_EARLY) and the bf16 decode kernel its first group's
+# (-DTF_MMA_EARLY; 4-bit rounds of up to 4 rows take project_stream.cu, which already does): first_check on main's binary, backend-ops and the
 # full suites on both switches, then quick benches of the three alternating on 27B MLX4, 9B MLX4 and 27B bf16.
 # Precompile the three kernel images into the cache first (the defines are part of its key).
 FINAL=${1:?out dir}; BUDGET=${2:-420}; BIN=${3:?binary}
@@ -10,7 +11,7 @@ FINAL=${1:?out dir}; BUDGET=${2:-420}; BIN=${3:?binary}
 mkdir -p "$FINAL"
 first_check "$BIN"  # main's kernel image is byte-identical to the one call 171 ran every check on
 EARLY="TENSORFOLD_CUDA_DEFINES=-DTF_EARLY_TRIGGER"
-WG="TENSORFOLD_CUDA_DEFINES=-DTF_EARLY_TRIGGER -DTF_WG_EARLY"
+WG="TENSORFOLD_CUDA_DEFINES=-DTF_EARLY_TRIGGER -DTF_WG_EARLY -DTF_MMA_EARLY"
 for v in early wg; do
   if [ $v = early ]; then e=$EARLY; else e=$WG; fi
   step $v-check-ops 30 env "$e" "$BIN" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit
