@@ -4,7 +4,7 @@
 # against main's order (the trigger after the wait), and, on top of the early trigger, the wgmma round kernels copying
 # their first groups' weights before they wait (-DTF_WG_EARLY) and the bf16 decode kernel its first group's
 # (-DTF_MMA_EARLY; 4-bit rounds of up to 4 rows take project_stream.cu, which already does): first_check on main's binary, backend-ops and the
-# full suites on both switches, then quick benches of the three alternating on 27B MLX4, 9B MLX4 and 27B bf16.
+# full suites on both switches, then quick benches of the three alternating on 27B MLX4, 27B bf16 and 9B MLX4.
 # Precompile the three kernel images into the cache first (the defines are part of its key).
 FINAL=${1:?out dir}; BUDGET=${2:-420}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
@@ -27,12 +27,12 @@ M=/dev/shm/s27m4
 step synth-m4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
 for r in 1 2; do three m4 $M $r; done
 rm -rf $M
-M9=/dev/shm/s9m4
-step synth-9m4 40 "$BIN" synth --shape 9b --format mlx4 --threads 16 --out $M9
-for r in 1 2; do three m9 $M9 $r; done
-rm -rf $M9
 BF=/dev/shm/s27bf
 step synth-bf 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $BF
 for r in 1 2; do three bf $BF $r; done
 rm -rf $BF
+M9=/dev/shm/s9m4
+step synth-9m4 40 "$BIN" synth --shape 9b --format mlx4 --threads 16 --out $M9
+for r in 1 2; do three m9 $M9 $r; done
+rm -rf $M9
 finish "$FINAL"
