@@ -1,22 +1,39 @@
 #!/bin/bash
-# gpu_call175.sh FINAL BUDGET_S BIN: the early weight loads without the early trigger. Call 174 (the H200) found the
-# early trigger slowing 1-row rounds (27B MLX4 6.34 → 6.72 ms) while the bf16 decode kernel's early loads
-# (-DTF_MMA_EARLY, on top of it) sped 27B bf16 1-row rounds from 15.05 to 14.05 ms; this times main against
-# -DTF_WG_EARLY -DTF_MMA_EARLY with main's trigger (after the wait), alternating on 27B bf16 then 27B MLX4, after
-# backend-ops and two fixtures' full suites on the switch. Precompile that image into the cache first.
-FINAL=${1:?out dir}; BUDGET=${2:-180}; BIN=${3:?binary}
+# gpu_call175.sh FINAL BUDGET_S BIN: the early weight loads without call 174's early trigger, and with a bounded one.
+# Call 174 (the H200) found every kernel triggering first (-DTF_EARLY_TRIGGER) 5-6% slower in 1-row rounds, while
+# the bf16 decode kernel's early loads (-DTF_MMA_EARLY, on top of it) took 27B bf16 1-row rounds from 15.05 to 14.05
+# ms and the wgmma rounds' early copies (-DTF_WG_EARLY) 16-row rounds 2% down. This times, alternating with main:
+#   loads: -DTF_WG_EARLY -DTF_MMA_EARLY, main's trigger (after the wait) everywhere;
+#   small: the same plus -DTF_SMALL_FIRST (small kernels trigger first, the decode and round projections after
+#          their wait: a projection launches behind the small kernel before it, nothing further ahead).
+# Backend-ops and two fixtures' full suites on both images first. Precompile both into the cache.
+FINAL=${1:?out dir}; BUDGET=${2:-330}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
-E="TENSORFOLD_CUDA_DEFINES=-DTF_WG_EARLY -DTF_MMA_EARLY"
-step loads-check-ops 20 env "$E" "$BIN" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit
-for f in tiny-mlx-4bit tiny-wrapper-bf16; do step loads-full-$f 20 env "$E" "$BIN" check --device cuda --model fixtures/$f; done
-grep -hE "^backend-ops|^oracle|cases,|^FAIL|^error|panicked" "$OUT"/loads-*.log
+first_check "$BIN"  # main's kernel image is byte-identical to the one call 171 ran every check on
+LOADS="TENSORFOLD_CUDA_DEFINES=-DTF_WG_EARLY -DTF_MMA_EARLY"
+SMALL="TENSORFOLD_CUDA_DEFINES=-DTF_SMALL_FIRST -DTF_WG_EARLY -DTF_MMA_EARLY"
+for v in loads small; do
+  if [ $v = loads ]; then e=$LOADS; else e=$SMALL; fi
+  step $v-check-ops 30 env "$e" "$BIN" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit
+  for f in tiny-mlx-4bit tiny-wrapper-bf16; do step $v-full-$f 30 env "$e" "$BIN" check --device cuda --model fixtures/$f; done
+done
+grep -hE "^backend-ops|^oracle|cases,|^FAIL|^error|panicked" "$OUT"/loads-*.log "$OUT"/small-*.log
+three() {
+  quick "$1-main-$3" "$2" "$BIN"
+  quick "$1-loads-$3" "$2" "$BIN" "$LOADS"
+  quick "$1-small-$3" "$2" "$BIN" "$SMALL"
+}
 BF=/dev/shm/s27bf
-step synth-bf 100 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $BF
-for r in 1 2; do quick bf-main-$r $BF "$BIN"; quick bf-loads-$r $BF "$BIN" "$E"; done
+step synth-bf 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $BF
+for r in 1 2; do three bf $BF $r; done
 rm -rf $BF
 M=/dev/shm/s27m4
-step synth-m4 30 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
-for r in 1 2; do quick m4-main-$r $M "$BIN"; quick m4-loads-$r $M "$BIN" "$E"; done
+step synth-m4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
+for r in 1 2; do three m4 $M $r; done
 rm -rf $M
+M9=/dev/shm/s9m4
+step synth-9m4 40 "$BIN" synth --shape 9b --format mlx4 --threads 16 --out $M9
+for r in 1 2; do three m9 $M9 $r; done
+rm -rf $M9
 finish "$FINAL"

@@ -23,12 +23,31 @@ typedef unsigned short u16;
 // that, then lets its own successor be scheduled (griddepcontrol.launch_dependents: the successor is launched once
 // every block of this grid has run it). A successor's wait covers this kernel's whole run, so every access still
 // happens in stream order.
-// -DTF_EARLY_TRIGGER (not yet timed on a GPU) puts the trigger before the wait. Order is then still kept by the
-// waits alone (a successor's wait returns only when this whole grid has completed, after its own wait), and a
-// projection behind a small launch (a norm, the SwiGLU) is launched while the projection before that one
-// finishes, so its blocks take the SM slots the tail frees and copy their first weights (project_stream.cu)
-// across both boundaries: call 173 priced the SwiGLU between gate/up and down at 8.3 µs a launch in the graph.
+// -DTF_EARLY_TRIGGER (off: 5-6% slower 1-row rounds, 1% faster 16-row ones, call 174 on the H200) puts the trigger
+// before the wait. Order is then still kept by the waits alone (a successor's wait returns only when this whole
+// grid has completed, after its own wait), and a projection behind a small launch (a norm, the SwiGLU) is launched
+// while the projection before that one finishes, so its blocks take the SM slots the tail frees and copy their
+// first weights (project_stream.cu) across both boundaries: call 173 priced the SwiGLU between gate/up and down at
+// 8.3 µs a launch in the graph.
+// -DTF_SMALL_FIRST (not yet timed): the small kernels trigger first, the weight-streaming projections after their
+// wait (kernel_entry_late), so a projection is launched behind the small kernel before it while the projection before
+// that finishes, but nothing further ahead is launched until it runs. Call 174 found every kernel triggering first
+// 5-6% slower in 1-row rounds: kernels two and more launches ahead took slots and copied weights early too.
 __device__ __forceinline__ void kernel_entry() {
+#ifndef TF_EMU
+#if defined(TF_EARLY_TRIGGER) || defined(TF_SMALL_FIRST)
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#else
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+#endif
+}
+
+// kernel_entry for the decode and round projections (project_stream, project_mma_bf16, the wgmma rounds): the same
+// unless TF_SMALL_FIRST, which keeps their trigger after the wait.
+__device__ __forceinline__ void kernel_entry_late() {
 #ifndef TF_EMU
 #ifdef TF_EARLY_TRIGGER
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

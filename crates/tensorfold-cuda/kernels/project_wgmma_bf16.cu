@@ -93,7 +93,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
             wg_next(Ge, re, nw, groups);
         }
     }
-    kernel_entry();
+    kernel_entry_late();
     constexpr bool WEIGHTS = false;  // (copied above)
 #else
     constexpr bool WEIGHTS = true;
