@@ -13,27 +13,18 @@ mkdir -p "$FINAL"
 first_check "$BIN"  # main's kernel image is byte-identical to the one call 171 ran every check on
 LOADS="TENSORFOLD_CUDA_DEFINES=-DTF_WG_EARLY -DTF_MMA_EARLY"
 SMALL="TENSORFOLD_CUDA_DEFINES=-DTF_SMALL_FIRST -DTF_WG_EARLY -DTF_MMA_EARLY"
-for v in loads small; do
-  if [ $v = loads ]; then e=$LOADS; else e=$SMALL; fi
-  step $v-check-ops 30 env "$e" "$BIN" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit
-  for f in tiny-mlx-4bit tiny-wrapper-bf16; do step $v-full-$f 30 env "$e" "$BIN" check --device cuda --model fixtures/$f; done
-done
-grep -hE "^backend-ops|^oracle|cases,|^FAIL|^error|panicked" "$OUT"/loads-*.log "$OUT"/small-*.log
-three() {
-  quick "$1-main-$3" "$2" "$BIN"
-  quick "$1-loads-$3" "$2" "$BIN" "$LOADS"
-  quick "$1-small-$3" "$2" "$BIN" "$SMALL"
-}
+image_checks loads "$BIN" "$LOADS"
+image_checks small "$BIN" "$SMALL"
 BF=/dev/shm/s27bf
 step synth-bf 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $BF
-for r in 1 2; do three bf $BF $r; done
+alternate_images bf $BF 2 "$BIN" loads "$LOADS" small "$SMALL"
 rm -rf $BF
 M=/dev/shm/s27m4
 step synth-m4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
-for r in 1 2; do three m4 $M $r; done
+alternate_images m4 $M 2 "$BIN" loads "$LOADS" small "$SMALL"
 rm -rf $M
 M9=/dev/shm/s9m4
 step synth-9m4 40 "$BIN" synth --shape 9b --format mlx4 --threads 16 --out $M9
-for r in 1 2; do three m9 $M9 $r; done
+alternate_images m9 $M9 2 "$BIN" loads "$LOADS" small "$SMALL"
 rm -rf $M9
 finish "$FINAL"

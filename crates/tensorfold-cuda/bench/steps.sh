@@ -177,3 +177,25 @@ ncu_kernel() {
   grep -E "^  [a-z_0-9]+ \(|Duration|Compute \(SM\)|L2 Cache Throughput|highest-utilized|issue_stalled" "$OUT/$name.log" \
     | awk '!/issue_stalled/ || $NF+0 >= 0.1' | head -60 | sed "s/^/$name /"
 }
+
+# `image_checks NAME BIN ENV`: backend-ops and two fixtures' full suites (with the oracle) on the kernel image ENV
+# selects (`TENSORFOLD_CUDA_DEFINES=...`), logged as NAME-*; prints their results.
+image_checks() {
+  local name=$1 bin=$2 e=$3
+  step "$name-check-ops" 30 env "$e" "$bin" check --device cuda --ops --quick --model fixtures/tiny-mlx-4bit
+  for f in tiny-mlx-4bit tiny-wrapper-bf16; do
+    step "$name-full-$f" 30 env "$e" "$bin" check --device cuda --model fixtures/$f
+  done
+  grep -hE "^backend-ops|^oracle|cases,|^FAIL|^error|panicked" "$OUT/$name"-*.log
+}
+
+# `alternate_images PREFIX MODEL ROUNDS BIN NAME_B ENV_B NAME_C ENV_C`: quick benches of BIN's main image and of the
+# images ENV_B and ENV_C in turn, ROUNDS times, logged as PREFIX-main-R, PREFIX-NAME_B-R and PREFIX-NAME_C-R.
+alternate_images() {
+  local p=$1 model=$2 rounds=$3 bin=$4 nb=$5 eb=$6 nc=$7 ec=$8
+  for r in $(seq 1 "$rounds"); do
+    quick "$p-main-$r" "$model" "$bin"
+    quick "$p-$nb-$r" "$model" "$bin" "$eb"
+    quick "$p-$nc-$r" "$model" "$bin" "$ec"
+  done
+}

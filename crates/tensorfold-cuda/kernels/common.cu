@@ -33,31 +33,28 @@ typedef unsigned short u16;
 // wait (kernel_entry_late), so a projection is launched behind the small kernel before it while the projection before
 // that finishes, but nothing further ahead is launched until it runs. Call 174 found every kernel triggering first
 // 5-6% slower in 1-row rounds: kernels two and more launches ahead took slots and copied weights early too.
-__device__ __forceinline__ void kernel_entry() {
+__device__ __forceinline__ void entry_in_order(bool trigger_first) {
 #ifndef TF_EMU
-#if defined(TF_EARLY_TRIGGER) || defined(TF_SMALL_FIRST)
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (trigger_first) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
-#else
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    if (!trigger_first) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+#if defined(TF_EARLY_TRIGGER) || defined(TF_SMALL_FIRST)
+#define TF_SMALL_TRIGGER_FIRST true
+#else
+#define TF_SMALL_TRIGGER_FIRST false
+#endif
+#ifdef TF_EARLY_TRIGGER
+#define TF_LATE_TRIGGER_FIRST true
+#else
+#define TF_LATE_TRIGGER_FIRST false
+#endif
+__device__ __forceinline__ void kernel_entry() { entry_in_order(TF_SMALL_TRIGGER_FIRST); }
 
 // kernel_entry for the decode and round projections (project_stream, project_mma_bf16, the wgmma rounds): the same
 // unless TF_SMALL_FIRST, which keeps their trigger after the wait.
-__device__ __forceinline__ void kernel_entry_late() {
-#ifndef TF_EMU
-#ifdef TF_EARLY_TRIGGER
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#else
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-#endif
-}
+__device__ __forceinline__ void kernel_entry_late() { entry_in_order(TF_LATE_TRIGGER_FIRST); }
 
 // The first statement of a kernel that reads weights before kernel_entry: it marks (and does nothing) that the
 // kernel calls kernel_entry itself once it has started copying its first weight bytes. Weights are written only
