@@ -1,11 +1,11 @@
 #!/bin/bash
-# gpu_call174.sh FINAL BUDGET_S BIN: not yet run (no machine came in the session that wrote it). Each kernel letting
-# its successor be launched before it waits for its predecessor (-DTF_EARLY_TRIGGER: kernel_entry's trigger first)
-# against main's order (the trigger after the wait), and, on top of the early trigger, the wgmma round kernels copying
-# their first groups' weights before they wait (-DTF_WG_EARLY) and the bf16 decode kernel its first group's
-# (-DTF_MMA_EARLY; 4-bit rounds of up to 4 rows take project_stream.cu, which already does): first_check on main's binary, backend-ops and the
-# full suites on both switches, then quick benches of the three alternating on 27B MLX4, 27B bf16 and 9B MLX4.
-# Precompile the three kernel images into the cache first (the defines are part of its key).
+# gpu_call174.sh FINAL BUDGET_S BIN: ran as call 174 (the H200; BENCHMARKS.md §7). Each kernel letting its successor
+# be launched before it waits for its predecessor (-DTF_EARLY_TRIGGER: kernel_entry's trigger first) against main's
+# order (the trigger after the wait), and, on top of the early trigger, the wgmma round kernels copying their first
+# groups' weights before they wait (-DTF_WG_EARLY) and the bf16 decode kernel loading its first group's
+# (-DTF_MMA_EARLY; 4-bit decode rows take project_stream.cu, which already copies early): first_check on main's
+# binary, backend-ops and two fixtures' full suites on both images, then quick benches of the three alternating on
+# 27B MLX4, 27B bf16 and 9B MLX4. Precompile the images into the cache first (the defines are part of its key).
 FINAL=${1:?out dir}; BUDGET=${2:-420}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
