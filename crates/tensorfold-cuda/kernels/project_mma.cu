@@ -243,12 +243,12 @@ __device__ __forceinline__ void tile_rows(int (&xrow)[NT], int rt0, int rows) {
     }
 }
 
-// The bf16 decode kernel's wait for its predecessor (kernel_entry) at its start; with TF_MMA_EARLY (off; with the
-// early trigger, 27B bf16 1-row rounds 7% faster, call 174) project_mma_bf16 waits after loading its first weights.
-__device__ __forceinline__ void mma_entry_default() {
-#ifndef TF_MMA_EARLY
-    kernel_entry_late();
-#endif
+// A lane's 16 bytes at column col of the warp's two weight rows g and g + 8, each +0 where it is not `in`.
+__device__ __forceinline__ void load_word_pair(uint4& u, uint4& u8, const u16* __restrict__ wg,
+                                               const u16* __restrict__ wg8, size_t col, bool in_g, bool in_g8) {
+    const uint4 zero = {0u, 0u, 0u, 0u};
+    u = in_g ? *reinterpret_cast<const uint4*>(wg + col) : zero;
+    u8 = in_g8 ? *reinterpret_cast<const uint4*>(wg8 + col) : zero;
 }
 
 // bf16 weights [out, cols], cols % 64 == 0: the warps take 64-column groups (two words per lane) in turn.
@@ -273,20 +273,17 @@ __device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict
 #pragma unroll
         for (int i = 0; i < 4; ++i) c[nt][i] = 0.0f;
     const int groups = cols / 64;
-    const uint4 zero = {0u, 0u, 0u, 0u};
-#ifdef TF_MMA_EARLY
     // The warp's first group's weights are loaded before the previous kernel is done (weights are never written),
-    // everything else after the wait: project_stream.cu's early copies, for the bf16 decode kernel.
+    // everything else after the wait: project_stream.cu's early copies, for the bf16 decode kernel (27B bf16 1-row
+    // rounds 7% faster, call 174 on the H200).
     static_assert(U == 1, "one group loaded early");
     uint4 first[2], first8[2];
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
         const size_t col = (size_t)warp * 64 + (t * 2 + j) * 8;
-        first[j] = warp < groups && has_g ? *reinterpret_cast<const uint4*>(wg + col) : zero;
-        first8[j] = warp < groups && has_g8 ? *reinterpret_cast<const uint4*>(wg8 + col) : zero;
+        load_word_pair(first[j], first8[j], wg, wg8, col, warp < groups && has_g, warp < groups && has_g8);
     }
     kernel_entry_late();
-#endif
     for (int G0 = warp; G0 < groups; G0 += U * nw) {
         uint4 ug[U][2], ug8[U][2];
 #pragma unroll
@@ -295,15 +292,12 @@ __device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
                 const size_t col = (size_t)G * 64 + (t * 2 + j) * 8;
-#ifdef TF_MMA_EARLY
                 if (G == warp) {
                     ug[u][j] = first[j];
                     ug8[u][j] = first8[j];
                     continue;
                 }
-#endif
-                ug[u][j] = G < groups && has_g ? *reinterpret_cast<const uint4*>(wg + col) : zero;
-                ug8[u][j] = G < groups && has_g8 ? *reinterpret_cast<const uint4*>(wg8 + col) : zero;
+                load_word_pair(ug[u][j], ug8[u][j], wg, wg8, col, G < groups && has_g, G < groups && has_g8);
             }
         }
 #pragma unroll
@@ -451,8 +445,7 @@ __device__ __forceinline__ T job_pick(int j, T a, T b, T c, T d) {
     extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
         project_mma_bf16_nt##NT(const u16* xh, const u16* xl, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),  \
                                 int start2, BF16_JOB(3), int start3, int rows, int cols) {                        \
-        entry_after_weights();                                                                                    \
-        mma_entry_default();                                                                                      \
+        entry_after_weights(); /* the wait: in project_mma_bf16, after its first weights */                       \
         const int j = job_of(start1, start2, start3);                                                             \
         project_mma_bf16<NT>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl,                       \
                              job_pick(j, w0, w1, w2, w3), job_pick(j, y0, y1, y2, y3), rows,                      \

@@ -226,7 +226,7 @@ __device__ __forceinline__ void cp_async16_tile(SmemAddr dst, const void* src) {
 // Issues this thread's copies of group G into `st` (the caller commits): the group's B tile (16 bytes a piece,
 // past L1), the codes (likewise: read once), the scales, biases and x sums (4 bytes).
 // X: x's pieces (the B tile, the sums), which the previous kernel writes; WT: the weights' (codes, scales, biases),
-// which no kernel writes, so they may be copied before kernel_entry (TF_WG_EARLY).
+// which no kernel writes, so they may be copied before kernel_entry.
 template <typename S, int NT, int MT, bool X = true, bool WT = true>
 __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSources<S, MT>& src) {
     using W = WgSources<S, MT>;
@@ -255,14 +255,6 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
                           src.param[i] + (size_t)G * 16 * sizeof(typename S::raw), true);
     }
     if (X && src.xsum) cp_async4(sa + St::XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
-}
-
-// A wgmma round kernel's wait for its predecessor (kernel_entry) at its start; with TF_WG_EARLY (off; with the early
-// trigger, 16-row rounds 1-1.5% faster, call 174) the kernel waits after copying its first groups' weights.
-__device__ __forceinline__ void wg_entry_default() {
-#ifndef TF_WG_EARLY
-    kernel_entry_late();
-#endif
 }
 
 // Where a block's walk goes after group G of residue r: the residue's next group, else the next residue's first.
@@ -392,9 +384,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     (void)xh, (void)xl;  // x comes as b_tiles (prepare_store wrote them beside xh and xl)
     const WgSources<S, MT> src = wg_sources<S, NT, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
     int Gi = r0, ri = r0;  // the copies' cursor
-#ifdef TF_WG_EARLY
     // The first STAGES − 1 groups' weights before the previous kernel is done, x's pieces after (project_stream.cu's
-    // early copies); the first commit takes both.
+    // early copies; 16-row rounds 1-1.5% faster, call 174 on the H200); the first commit takes both.
     for (int s = 0, Ge = r0, re = r0; s < STAGES - 1; ++s) {
         if (s < jobs) {
             wg_issue<S, NT, MT, false, true>(ring + s * St::BYTES, Ge, src);
@@ -402,14 +393,10 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         }
     }
     kernel_entry_late();
-    constexpr bool WEIGHTS = false;  // (copied above)
-#else
-    constexpr bool WEIGHTS = true;
-#endif
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
-            wg_issue<S, NT, MT, true, WEIGHTS>(ring + s * St::BYTES, Gi, src);
+            wg_issue<S, NT, MT, true, false>(ring + s * St::BYTES, Gi, src);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
@@ -515,8 +502,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
         u32* tickets) {                                                                                           \
-        entry_after_weights(); /* the wait: next line, or with TF_WG_EARLY in project_wgmma_a4 */                 \
-        wg_entry_default();                                                                                       \
+        entry_after_weights(); /* the wait: in project_wgmma_a4, after its first weights */                       \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \

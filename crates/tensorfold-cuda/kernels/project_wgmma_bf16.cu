@@ -85,8 +85,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         issue_w(stage, G);
     };
     int Gi = r0, ri = r0;  // the copies' cursor
-#ifdef TF_WG_EARLY
-    // The first STAGES − 1 groups' weights before the previous kernel is done (project_wgmma.cu's TF_WG_EARLY).
+    // The first STAGES − 1 groups' weights before the previous kernel is done, x's tiles after (project_wgmma.cu).
     for (int s = 0, Ge = r0, re = r0; s < STAGES - 1; ++s) {
         if (s < jobs) {
             issue_w(s, Ge);
@@ -94,15 +93,10 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         }
     }
     kernel_entry_late();
-    constexpr bool WEIGHTS = false;  // (copied above)
-#else
-    constexpr bool WEIGHTS = true;
-#endif
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {
             issue_x(s, Gi);
-            if (WEIGHTS) issue_w(s, Gi);
             wg_next(Gi, ri, nw, groups);
         }
         cp_async_commit();
@@ -167,8 +161,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         const u16* xh, const u16* xl, const float* xs, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),         \
         int start2, BF16_JOB(3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,      \
         u32* tickets) {                                                                                           \
-        entry_after_weights(); /* the wait: next line, or with TF_WG_EARLY in project_wgmma_bf16 */               \
-        wg_entry_default();                                                                                       \
+        entry_after_weights(); /* the wait: in project_wgmma_bf16, after its first weights */                     \
         (void)xh, (void)xl, (void)xs; /* x comes as b_tiles */                                                    \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1;                                                         \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
