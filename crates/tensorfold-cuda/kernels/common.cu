@@ -23,43 +23,23 @@ typedef unsigned short u16;
 // that, then lets its own successor be scheduled (griddepcontrol.launch_dependents: the successor is launched once
 // every block of this grid has run it). A successor's wait covers this kernel's whole run, so every access still
 // happens in stream order.
-// -DTF_EARLY_TRIGGER (off: 5-6% slower 1-row rounds, 1% faster 16-row ones, call 174 on the H200) puts the trigger
-// before the wait. Order is then still kept by the waits alone (a successor's wait returns only when this whole
-// grid has completed, after its own wait), and a projection behind a small launch (a norm, the SwiGLU) is launched
-// while the projection before that one finishes, so its blocks take the SM slots the tail frees and copy their
-// first weights (project_stream.cu) across both boundaries: call 173 priced the SwiGLU between gate/up and down at
-// 8.3 µs a launch in the graph.
-// -DTF_SMALL_FIRST (not yet timed): the small kernels trigger first, the weight-streaming projections after their
-// wait (kernel_entry_late), so a projection is launched behind the small kernel before it while the projection before
-// that finishes, but nothing further ahead is launched until it runs. Call 174 found every kernel triggering first
-// 5-6% slower in 1-row rounds: kernels two and more launches ahead took slots and copied weights early too.
-__device__ __forceinline__ void entry_in_order(bool trigger_first) {
+// The trigger stays after the wait (BENCHMARKS.md §7, calls 174-175): with every kernel triggering first, 1-row
+// rounds were 5-6% slower (kernels two and more launches ahead took SM slots and copied weights early), and with
+// only the small kernels (norms, SwiGLU, DeltaNet steps) triggering first, so that the next projection launched
+// while the one before the small kernel drained, 27B and 9B MLX4 1-row rounds were 8-9% slower; 16-row rounds
+// gained 1-2% either way.
+__device__ __forceinline__ void kernel_entry() {
 #ifndef TF_EMU
-    if (trigger_first) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    if (!trigger_first) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-#if defined(TF_EARLY_TRIGGER) || defined(TF_SMALL_FIRST)
-#define TF_SMALL_TRIGGER_FIRST true
-#else
-#define TF_SMALL_TRIGGER_FIRST false
-#endif
-#ifdef TF_EARLY_TRIGGER
-#define TF_LATE_TRIGGER_FIRST true
-#else
-#define TF_LATE_TRIGGER_FIRST false
-#endif
-__device__ __forceinline__ void kernel_entry() { entry_in_order(TF_SMALL_TRIGGER_FIRST); }
-
-// kernel_entry for the decode and round projections (project_stream, project_mma_bf16, the wgmma rounds): the same
-// unless TF_SMALL_FIRST, which keeps their trigger after the wait.
-__device__ __forceinline__ void kernel_entry_late() { entry_in_order(TF_LATE_TRIGGER_FIRST); }
 
 // The first statement of a kernel that reads weights before kernel_entry: it marks (and does nothing) that the
 // kernel calls kernel_entry itself once it has started copying its first weight bytes. Weights are written only
 // at upload, before any kernel runs, so reading them while the predecessor finishes cannot race; anything else a
-// kernel reads or writes waits for kernel_entry as usual (project_stream.cu is the one user).
+// kernel reads or writes waits for kernel_entry as usual (the 1-row weight streams, project_stream.cu and
+// project_mma_bf16, and the wgmma rounds).
 __device__ __forceinline__ void entry_after_weights() {}
 
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }

@@ -283,7 +283,7 @@ __device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict
         const size_t col = (size_t)warp * 64 + (t * 2 + j) * 8;
         load_word_pair(first[j], first8[j], wg, wg8, col, warp < groups && has_g, warp < groups && has_g8);
     }
-    kernel_entry_late();
+    kernel_entry();
     for (int G0 = warp; G0 < groups; G0 += U * nw) {
         uint4 ug[U][2], ug8[U][2];
 #pragma unroll

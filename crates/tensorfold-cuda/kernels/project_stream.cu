@@ -215,13 +215,13 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     // a block scheduled during the previous kernel's tail then starts computing as soon as x is ready, where it
     // used to wait a memory latency first (3% faster 27B decode, call 45; asking L2 for more of the tile's bytes
     // at the same time, cp.async.bulk.prefetch.L2, made it slower).
-    if (!early) kernel_entry_late();
+    if (!early) kernel_entry();
 #pragma unroll
     for (int s = 0; s < D - 1; ++s) {
         if (s < n) cp.issue(pipe_s + s * SB);
         cp_async_commit();
     }
-    if (early) kernel_entry_late();
+    if (early) kernel_entry();
     float acc[MT][NT][2];
 #pragma unroll
     for (int m = 0; m < MT; ++m)

@@ -92,7 +92,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
             wg_next(Ge, re, nw, groups);
         }
     }
-    kernel_entry_late();
+    kernel_entry();
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < jobs) {

@@ -212,14 +212,13 @@ mod tests {
                     (name.split_whitespace().collect::<Vec<_>>().join(" "), first)
                 })
                 .collect();
-            // A kernel that copies weights first (entry_after_weights) calls kernel_entry (or the projections'
-            // kernel_entry_late) in the function its body calls: the file then has one that starts no kernel.
+            // A kernel that copies weights first (entry_after_weights) calls kernel_entry in the function its
+            // body calls: the file then has one that starts no kernel.
             let starting = found
                 .iter()
                 .filter(|(_, first)| first.starts_with("kernel_entry();"))
                 .count();
-            let entries = text.matches("kernel_entry();").count()
-                + text.matches("kernel_entry_late();").count();
+            let entries = text.matches("kernel_entry();").count();
             let deferred_entry = entries > starting;
             for (name, first) in &found {
                 assert!(
