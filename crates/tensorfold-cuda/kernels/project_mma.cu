@@ -273,17 +273,21 @@ __device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict
 #pragma unroll
         for (int i = 0; i < 4; ++i) c[nt][i] = 0.0f;
     const int groups = cols / 64;
-    // The warp's first group's weights are loaded before the previous kernel is done (weights are never written),
-    // everything else after the wait: project_stream.cu's early copies, for the bf16 decode kernel (27B bf16 1-row
-    // rounds 7% faster, call 174 on the H200).
+    // Rounds of 1 to 4 rows (NT 1): the warp's first group's weights are loaded before the previous kernel is done
+    // (weights are never written), everything else after the wait: project_stream.cu's early copies, for the bf16
+    // decode kernel (27B bf16 1-row rounds 7% faster, call 175). Not for NT 2 and 4: the early registers took
+    // them past 64 a thread, one 16-warp block an SM, and 8-row rounds 16% slower (call 176, an H100).
+    constexpr bool EARLY = NT == 1;
     static_assert(U == 1, "one group loaded early");
     uint4 first[2], first8[2];
+    if constexpr (EARLY) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-        const size_t col = (size_t)warp * 64 + (t * 2 + j) * 8;
-        load_word_pair(first[j], first8[j], wg, wg8, col, warp < groups && has_g, warp < groups && has_g8);
+        for (int j = 0; j < 2; ++j) {
+            const size_t col = (size_t)warp * 64 + (t * 2 + j) * 8;
+            load_word_pair(first[j], first8[j], wg, wg8, col, warp < groups && has_g, warp < groups && has_g8);
+        }
+        kernel_entry();
     }
-    kernel_entry();
     for (int G0 = warp; G0 < groups; G0 += U * nw) {
         uint4 ug[U][2], ug8[U][2];
 #pragma unroll
@@ -292,7 +296,7 @@ __device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
                 const size_t col = (size_t)G * 64 + (t * 2 + j) * 8;
-                if (G == warp) {
+                if (EARLY && G == warp) {
                     ug[u][j] = first[j];
                     ug8[u][j] = first8[j];
                     continue;
@@ -445,7 +449,8 @@ __device__ __forceinline__ T job_pick(int j, T a, T b, T c, T d) {
     extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
         project_mma_bf16_nt##NT(const u16* xh, const u16* xl, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),  \
                                 int start2, BF16_JOB(3), int start3, int rows, int cols) {                        \
-        entry_after_weights(); /* the wait: in project_mma_bf16, after its first weights */                       \
+        entry_after_weights(); /* the wait: in project_mma_bf16 for NT 1, after its first weights */              \
+        if (NT != 1) kernel_entry();                                                                              \
         const int j = job_of(start1, start2, start3);                                                             \
         project_mma_bf16<NT>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl,                       \
                              job_pick(j, w0, w1, w2, w3), job_pick(j, y0, y1, y2, y3), rows,                      \
