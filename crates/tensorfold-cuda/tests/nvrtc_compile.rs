@@ -43,9 +43,14 @@ fn every_kernel_compiles_to_an_sm90_cubin_with_nvrtc() {
 fn bf16_decode_kernels_fit_two_blocks_an_sm(regs: &HashMap<String, u32>) {
     for nt in [1, 2, 4] {
         let name = format!("project_mma_bf16_nt{nt}");
-        let n = *regs.get(&name).unwrap_or_else(|| panic!("{name} not in the cubin"));
+        let n = *regs
+            .get(&name)
+            .unwrap_or_else(|| panic!("{name} not in the cubin"));
         eprintln!("{name}: {n} registers");
-        assert!(n <= 64, "{name} takes {n} registers: one 16-warp block an SM");
+        assert!(
+            n <= 64,
+            "{name} takes {n} registers: one 16-warp block an SM"
+        );
     }
 }
 
@@ -57,7 +62,10 @@ fn register_counts(elf: &[u8]) -> HashMap<String, u32> {
     let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) as usize;
     let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
     let cstr = |o: usize| {
-        let end = o + elf[o..].iter().position(|&b| b == 0).expect("a terminated name");
+        let end = o + elf[o..]
+            .iter()
+            .position(|&b| b == 0)
+            .expect("a terminated name");
         String::from_utf8_lossy(&elf[o..end]).into_owned()
     };
     // Section headers (64 bytes each): name, type, flags, addr, offset (+24), size (+32), link (+40).
