@@ -51,6 +51,11 @@
 #else
 #define MMA_BF16_BOUNDS_2 __launch_bounds__(MMA_MAXW * 32)
 #endif
+// Whether project_mma_bf16<NT> loads its first weights before its wait, and so calls kernel_entry itself.
+template <int NT>
+__device__ constexpr bool mma_bf16_early() {
+    return NT == 1 || (TF_MMA_EARLY_NT2 && NT == 2);
+}
 
 // d += a·b for one m16n8k16 tile (a: 16 outputs × 16 k, b: 16 k × 8 columns), f32 accumulate.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
@@ -291,7 +296,7 @@ __device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict
     // them past 64 a thread, one 16-warp block an SM, and 8-row rounds 16% slower (call 176, an H100).
     // -DTF_MMA_EARLY_NT2 (not yet timed) loads early in NT 2 too, held to two blocks an SM (64 registers, no
     // spills in its SASS; NT 4, which no default round runs, spills when held to 64).
-    constexpr bool EARLY = NT == 1 || (TF_MMA_EARLY_NT2 && NT == 2);
+    constexpr bool EARLY = mma_bf16_early<NT>();
     static_assert(U == 1, "one group loaded early");
     uint4 first[2], first8[2];
     if constexpr (EARLY) {
@@ -464,7 +469,7 @@ __device__ __forceinline__ T job_pick(int j, T a, T b, T c, T d) {
         project_mma_bf16_nt##NT(const u16* xh, const u16* xl, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),  \
                                 int start2, BF16_JOB(3), int start3, int rows, int cols) {                        \
         entry_after_weights(); /* the wait: in project_mma_bf16 if it loads early, else the next line */          \
-        if (NT != 1 && !(TF_MMA_EARLY_NT2 && NT == 2)) kernel_entry();                                            \
+        if (!mma_bf16_early<NT>()) kernel_entry();                                                                \
         const int j = job_of(start1, start2, start3);                                                             \
         project_mma_bf16<NT>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl,                       \
                              job_pick(j, w0, w1, w2, w3), job_pick(j, y0, y1, y2, y3), rows,                      \
