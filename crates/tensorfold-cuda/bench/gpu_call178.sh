@@ -17,18 +17,16 @@ rounds() {
 first_check "$BIN"
 NT2="TENSORFOLD_CUDA_DEFINES=-DTF_MMA_EARLY_NT2"
 image_checks nt2 "$BIN" "$NT2"
-B=/dev/shm/s9b
-step synth-9b-bf16 60 "$BIN" synth --shape 9b --format bf16 --threads 16 --out $B
-for r in 1 2; do
-  rounds "9b-main-$r" $B "$BIN"
-  rounds "9b-nt2-$r" $B "$BIN" "$NT2"
-done
-rm -rf $B
-B=/dev/shm/s27b
-step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $B
-for r in 1 2; do
-  rounds "27b-main-$r" $B "$BIN"
-  rounds "27b-nt2-$r" $B "$BIN" "$NT2"
-done
-rm -rf $B
+# `both SHAPE SYNTH_S`: a bf16 checkpoint of SHAPE, then main and the switch image alternating, twice.
+both() {
+  local b=/dev/shm/s$1bf
+  step "synth-$1-bf16" "$2" "$BIN" synth --shape "$1" --format bf16 --threads 16 --out "$b"
+  for r in 1 2; do
+    rounds "$1-main-$r" "$b" "$BIN"
+    rounds "$1-nt2-$r" "$b" "$BIN" "$NT2"
+  done
+  rm -rf "$b"
+}
+both 9b 60
+both 27b 150
 finish "$FINAL"
