@@ -213,13 +213,12 @@ mod tests {
                 })
                 .collect();
             // A kernel that copies weights first (entry_after_weights) calls kernel_entry in the function its
-            // body calls: the file then has one that starts no kernel.
+            // body calls: the file then has a kernel_entry that starts no kernel.
             let starting = found
                 .iter()
                 .filter(|(_, first)| first.starts_with("kernel_entry();"))
                 .count();
-            let entries = text.matches("kernel_entry();").count();
-            let deferred_entry = entries > starting;
+            let deferred_entry = text.matches("kernel_entry();").count() > starting;
             for (name, first) in &found {
                 assert!(
                     first.starts_with("kernel_entry();")
