@@ -42,6 +42,39 @@ __device__ __forceinline__ void kernel_entry() {
 // project_mma_bf16, and the wgmma rounds).
 __device__ __forceinline__ void entry_after_weights() {}
 
+// The last statement of a decode projection: its last `blocks` blocks, as they finish, ask L2 for the first bytes
+// of the projection that came after this one last round (src/ahead.rs learns which), up to three ranges (4-bit
+// codes, scales, biases; bf16 weights), each split evenly over those blocks. Between two projections of a decode
+// round the small kernels (norms, SwiGLU, DeltaNet steps, attention) leave memory idle for several µs; bytes
+// prefetched then are bytes the next projection's first blocks find in L2. A hint only: nothing is written and no
+// kernel reads anything else, so no bits can depend on it. Ranges of 0 bytes ask for nothing.
+__device__ __forceinline__ void l2_ahead_range(const unsigned char* p, u64 n, u32 i, u32 k) {
+    const u64 chunk = ((n + k - 1) / k + 15) & ~(u64)15, off = (u64)i * chunk;
+    if (off >= n) return;
+    const u32 size = (u32)((chunk < n - off ? chunk : n - off) & ~(u64)15);
+#ifndef TF_EMU
+    if (size) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(size) : "memory");
+#else
+    (void)size;
+#endif
+}
+__device__ __forceinline__ void l2_ahead(const unsigned char* p0, u64 n0, const unsigned char* p1, u64 n1,
+                                         const unsigned char* p2, u64 n2, int blocks) {
+    const u32 nb = gridDim.x * gridDim.y * gridDim.z;
+    const u32 b = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    const u32 k = min(nb, (u32)max(blocks, 1));
+    if (b < nb - k || threadIdx.x >= 3) return;
+    const u32 i = b - (nb - k);
+    if (threadIdx.x == 0) l2_ahead_range(p0, n0, i, k);
+    if (threadIdx.x == 1) l2_ahead_range(p1, n1, i, k);
+    if (threadIdx.x == 2) l2_ahead_range(p2, n2, i, k);
+}
+// The arguments l2_ahead takes, at the end of a decode projection's list.
+#define L2_AHEAD_ARGS                                                                                   \
+    const unsigned char *ahead0, u64 ahead_n0, const unsigned char *ahead1, u64 ahead_n1,               \
+        const unsigned char *ahead2, u64 ahead_n2, int ahead_blocks
+#define L2_AHEAD() l2_ahead(ahead0, ahead_n0, ahead1, ahead_n1, ahead2, ahead_n2, ahead_blocks)
+
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }
 
 // Exact IEEE half → float on the bits (subnormals, infinities and NaNs included).

@@ -39,22 +39,13 @@
 
 #define MMA_OUT 16   // output features per block (the mma's M)
 #define MMA_MAXW 16  // most warps per block
-// -DTF_MMA_EARLY_NT2 (off, not yet timed): the bf16 decode kernel's NT 2 build loads early (project_mma_bf16)
-// and is held to two blocks an SM.
-#ifndef TF_MMA_EARLY_NT2
-#define TF_MMA_EARLY_NT2 0
-#endif
-#define MMA_BF16_BOUNDS_1 __launch_bounds__(MMA_MAXW * 32)
-#define MMA_BF16_BOUNDS_4 __launch_bounds__(MMA_MAXW * 32)
-#if TF_MMA_EARLY_NT2
-#define MMA_BF16_BOUNDS_2 __launch_bounds__(MMA_MAXW * 32, 2)
-#else
-#define MMA_BF16_BOUNDS_2 __launch_bounds__(MMA_MAXW * 32)
-#endif
-// Whether project_mma_bf16<NT> loads its first weights before its wait, and so calls kernel_entry itself.
+// Whether project_mma_bf16<NT> loads its first weights before its wait, and so calls kernel_entry itself: the
+// 1-row-tile build only. The 2-row-tile build loading early took 71 registers (one 16-warp block an SM, 8-row rounds
+// 16% slower, call 176); held to two blocks an SM (64 registers, no spills) it was still slower: 27B bf16 8-row
+// rounds 21.6 ms against 20.6, 9B 7.04 against 6.88 (call 178, an H100).
 template <int NT>
 __device__ constexpr bool mma_bf16_early() {
-    return NT == 1 || (TF_MMA_EARLY_NT2 && NT == 2);
+    return NT == 1;
 }
 
 // d += a·b for one m16n8k16 tile (a: 16 outputs × 16 k, b: 16 k × 8 columns), f32 accumulate.
@@ -294,8 +285,6 @@ __device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict
     // (weights are never written), everything else after the wait: project_stream.cu's early copies, for the bf16
     // decode kernel (27B bf16 1-row rounds 7% faster, call 175). Not for NT 2 and 4: the early registers took
     // them past 64 a thread, one 16-warp block an SM, and 8-row rounds 16% slower (call 176, an H100).
-    // -DTF_MMA_EARLY_NT2 (not yet timed) loads early in NT 2 too, held to two blocks an SM (64 registers, no
-    // spills in its SASS; NT 4, which no default round runs, spills when held to 64).
     constexpr bool EARLY = mma_bf16_early<NT>();
     static_assert(U == 1, "one group loaded early");
     uint4 first[2], first8[2];
@@ -465,15 +454,16 @@ __device__ __forceinline__ T job_pick(int j, T a, T b, T c, T d) {
 #define BF16_JOB(J) const u16 *w##J, float *y##J, int out##J
 
 #define MMA_BF16(NT)                                                                                             \
-    extern "C" __global__ void MMA_BF16_BOUNDS_##NT                                                               \
+    extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                               \
         project_mma_bf16_nt##NT(const u16* xh, const u16* xl, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),  \
-                                int start2, BF16_JOB(3), int start3, int rows, int cols) {                        \
+                                int start2, BF16_JOB(3), int start3, int rows, int cols, L2_AHEAD_ARGS) {         \
         entry_after_weights(); /* the wait: in project_mma_bf16 if it loads early, else the next line */          \
         if (!mma_bf16_early<NT>()) kernel_entry();                                                                \
         const int j = job_of(start1, start2, start3);                                                             \
         project_mma_bf16<NT>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl,                       \
                              job_pick(j, w0, w1, w2, w3), job_pick(j, y0, y1, y2, y3), rows,                      \
                              job_pick(j, out0, out1, out2, out3), cols);                                          \
+        L2_AHEAD();                                                                                               \
     }
 MMA_BF16(1)
 MMA_BF16(2)

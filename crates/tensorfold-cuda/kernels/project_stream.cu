@@ -339,7 +339,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         NW ? (NT == 1 ? TF_W8_BLOCKS : 65536 / (64 * 32 * NW)) : stream_min_blocks<WPL, NT, MT>())              \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT##SUF(                                           \
             const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2), \
-            int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early) {                               \
+            int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early, L2_AHEAD_ARGS) {                \
         entry_after_weights();                                                                                   \
         const int j = job_of(start1, start2, start3);                                                            \
         project_stream_a4<NT, WPL, S, D, MT, NW>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl,  \
@@ -348,6 +348,7 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
                                                  job_pick(j, biases0, biases1, biases2, biases3),                \
                                                  job_pick(j, y0, y1, y2, y3), rows,                              \
                                                  job_pick(j, out0, out1, out2, out3), cols, early);              \
+        L2_AHEAD();                                                                                              \
     }
 #define STREAM_A4_NT(WPL, NAME, S, D, MT, NW, SUF)                                             \
     STREAM_A4(1, WPL, NAME, S, D, MT, NW, SUF) STREAM_A4(2, WPL, NAME, S, D, MT, NW, SUF) \

@@ -73,6 +73,8 @@ pub struct Dev {
     /// Whether a matrix the wgmma prompt kernel takes has been uploaded: prompt chunks then write x's B tiles
     /// (project_gemm.rs note_wgmma_prompt_matrix).
     pub(crate) prompt_b_tiles: std::sync::atomic::AtomicBool,
+    /// Which decode projection followed which (ahead.rs), for the L2 look-ahead.
+    pub(crate) ahead: Mutex<crate::ahead::Ahead>,
 }
 
 /// Panics with a clear message on a device error inside an op (the Backend ops have no error channel; a failed
@@ -174,6 +176,7 @@ impl Dev {
             tickets,
             wgmma,
             prompt_b_tiles: Default::default(),
+            ahead: Default::default(),
             max_dynamic_smem,
             graphs,
             pool,

@@ -1,6 +1,7 @@
 //! The CUDA backend: the Backend trait on an NVIDIA GPU through cudarc (dynamic loading, no toolkit at build
 //! time), with CUDA C kernels compiled by NVRTC at start; every op is row-invariant, like its CPU twin.
 
+mod ahead;
 mod attention;
 mod deltanet;
 pub mod device;

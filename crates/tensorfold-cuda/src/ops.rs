@@ -38,6 +38,10 @@ pub struct SendFirst(pub(crate) Arc<Dev>);
 impl Drop for SendFirst {
     fn drop(&mut self) {
         self.0.send_recorded();
+        // No later launch may ask L2 for memory that is about to be freed (ahead.rs).
+        if let Ok(mut a) = self.0.ahead.lock() {
+            a.forget();
+        }
     }
 }
 

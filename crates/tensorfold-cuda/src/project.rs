@@ -501,6 +501,7 @@ fn project_mma(
         if plan.streamed {
             args.push(Arg::I(stream_early() as i32));
         }
+        args.extend(crate::ahead::ahead_args(dev, ws[0]));
     } else {
         args.extend(weight_args(dev, ws[0]));
         args.push(Arg::P(dev.ptr(&ys[0].buf)));
