@@ -16,6 +16,6 @@ shape() {
 }
 shape 27b-mlx4 27b mlx4 60 2048,16384,32768
 shape 9b-mlx4 9b mlx4 40 2048,16384
-shape 9b-bf16 9b bf16 60 2048,16384
 shape 27b-bf16 27b bf16 150 2048,16384,32768
+shape 9b-bf16 9b bf16 60 2048,16384
 finish "$FINAL"
