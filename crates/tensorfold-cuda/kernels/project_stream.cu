@@ -8,6 +8,14 @@
 // in project_mma.cu carries over unchanged. Only where the weight bytes wait before the mma differs.
 
 
+// -DTF_STREAM_ZFILL (off by default, not yet timed): the copies past a warp's last group zero-fill instead of reading
+// memory (project_stream_a4's group()).
+#ifdef TF_STREAM_ZFILL
+#define STREAM_ZFILL true
+#else
+#define STREAM_ZFILL false
+#endif
+
 // A shared-memory address: 32 bits on the GPU (no generic-pointer arithmetic in the loop), a pointer in the
 // CPU emulator.
 #ifdef TF_EMU
@@ -150,16 +158,17 @@ struct StreamCopies {
         pstep = nw * 16 * (int)sizeof(typename S::raw);
     }
 
-    // Copies the warp's next group into the stage at `stage`.
-    __device__ __forceinline__ void issue(SmemAddr stage) {
+    // Copies the warp's next group into the stage at `stage`; zero-fills it instead, reading nothing, when `valid`
+    // is false (a group past the warp's last, under TF_STREAM_ZFILL).
+    __device__ __forceinline__ void issue(SmemAddr stage, bool valid = true) {
         const int lane = threadIdx.x & 31;
 #pragma unroll
         for (int k = 0; k < CPL; ++k)
             if (lane + 32 * k < StreamStage<WPL, MT>::CHUNKS) {
-                cp_async16(stage + (lane + 32 * k) * 16, src[k], true);
+                cp_async16(stage + (lane + 32 * k) * 16, src[k], valid);
                 src[k] += step;
             }
-        if (lane < MT * PCH) cp_async16(stage + StreamStage<WPL, MT>::CODE_BYTES + lane * 16, psrc, true);
+        if (lane < MT * PCH) cp_async16(stage + StreamStage<WPL, MT>::CODE_BYTES + lane * 16, psrc, valid);
         psrc += pstep;
     }
 };
@@ -231,12 +240,16 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     // group's products to acc. The loop below passes stage numbers known at compile time (it is unrolled by D),
     // so every shared-memory address is a register plus a constant: with i % D worked out at run time, the stage
     // arithmetic took 10 of the loop's 104 instructions a group (BENCHMARKS.md §7).
-    auto group = [&](int rd, int wr) {
+    // `more`: whether group i + D − 1 is one of the warp's (under TF_STREAM_ZFILL; else always taken as true).
+    auto group = [&](int rd, int wr, bool more) {
         cp_async_wait<D - 2>();  // group i has landed (for this lane) ...
         __syncwarp();            // ... and for every lane; the slot of group i − 1 is free
         // Unconditional: the last D − 1 issues copy bytes past the warp's groups into stages never read (ops.rs
-        // pads every tile-major array so those reads stay in bounds); no branch keeps the loop short.
-        cp.issue(pipe_s + wr * SB);
+        // pads every tile-major array so those reads stay in bounds); no branch keeps the loop short. Those copies
+        // read memory (the next tile's first groups, or padding) and the block's last wait waits for them: under
+        // -DTF_STREAM_ZFILL (off, not yet timed) they zero-fill instead and read nothing, at the cost of a compare
+        // a group. The bits are the same either way: those stages are never read.
+        cp.issue(pipe_s + wr * SB, STREAM_ZFILL ? more : true);
         cp_async_commit();
         const unsigned char* st = pipe + rd * SB;
         const u32* cw = reinterpret_cast<const u32*>(st);
@@ -300,13 +313,13 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
         int i = 0;
         for (; i + D <= n; i += D) {
 #pragma unroll
-            for (int s = 0; s < D; ++s) group(s, (s + D - 1) % D);
+            for (int s = 0; s < D; ++s) group(s, (s + D - 1) % D, i + s + D - 1 < n);
         }
 #pragma unroll
         for (int s = 0; s < D - 1; ++s)
-            if (i + s < n) group(s, (s + D - 1) % D);
+            if (i + s < n) group(s, (s + D - 1) % D, i + s + D - 1 < n);
     } else {
-        for (int i = 0; i < n; ++i) group((unsigned)i % D, (unsigned)(i + D - 1) % D);
+        for (int i = 0; i < n; ++i) group((unsigned)i % D, (unsigned)(i + D - 1) % D, i + D - 1 < n);
     }
     cp_async_wait<0>();
     __syncthreads();  // every warp is done with its stages before they become the reduction's scratch
