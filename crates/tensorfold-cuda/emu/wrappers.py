@@ -1,11 +1,11 @@
 """Writes the kernel table of the CPU emulator: one wrapper per extern "C" __global__ kernel that unpacks the
 driver's `void** params` into the kernel's arguments, and the arguments' sizes (found by preprocessing the
-concatenated sources)."""
+concatenated sources with the macros given after the include directory, EMU_DEFINES)."""
 import re, subprocess, sys
 
-src, inc = sys.argv[1], sys.argv[2]
+src, inc, defines = sys.argv[1], sys.argv[2], sys.argv[3:]
 pre = subprocess.run(["g++", "-E", "-P", "-std=c++17", "-I", inc, "-D__global__=TF_GLOBAL",
-                      "-DTF_CLUSTER(n)=tf_cluster_is n", src],
+                      "-DTF_CLUSTER(n)=tf_cluster_is n", *defines, src],
                      check=True, capture_output=True, text=True).stdout
 pre = pre.replace("\n", " ")
 found = re.findall(r'extern\s+"C"\s+TF_GLOBAL\s+void\s+(?:tf_cluster_is\s+(\d+)\s+)?(\w+)\s*\(([^)]*)\)', pre)
