@@ -6,13 +6,6 @@ FINAL=${1:?out dir}; BUDGET=${2:-300}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
 first_check "$BIN"
-# `variants PREFIX MODEL ROUNDS NAME=ENV...`: quick benches of each NAME under its ENV in turn, ROUNDS times.
-variants() {
-  local p=$1 model=$2 rounds=$3; shift 3
-  for r in $(seq 1 "$rounds"); do
-    for v in "$@"; do quick "$p-${v%%=*}-$r" "$model" "$BIN" ${v#*=}; done
-  done
-}
 K=TENSORFOLD_CUDA_L2_AHEAD_KB
 M=/dev/shm/m27; M9=/dev/shm/m9
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M

@@ -18,13 +18,6 @@ ZF="TENSORFOLD_CUDA_DEFINES=-DTF_STREAM_ZFILL"
 WG="TENSORFOLD_CUDA_L2_AHEAD_ROUNDS=1"
 image_checks zfill "$BIN" "$ZF"
 image_checks wgahead "$BIN" "$WG"
-# `variants PREFIX MODEL ROUNDS NAME=ENV...`: quick benches of each NAME under its ENV in turn, ROUNDS times.
-variants() {
-  local p=$1 model=$2 rounds=$3; shift 3
-  for r in $(seq 1 "$rounds"); do
-    for v in "$@"; do quick "$p-${v%%=*}-$r" "$model" "$BIN" ${v#*=}; done
-  done
-}
 M=/dev/shm/m27; M9=/dev/shm/m9; BF=/dev/shm/bf27
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
 variants m4 $M 3 main=TF_MAIN=1 zfill=$ZF wgahead=$WG ahead0=TENSORFOLD_CUDA_L2_AHEAD_KB=0

@@ -53,6 +53,15 @@ quick() {
   grep -E 'prefill|decode, 1|round of|loaded' "$OUT/$name.log" | sed "s/^/$name /"
 }
 
+# `variants PREFIX MODEL ROUNDS NAME=ENV...`: quick benches of $BIN (the script's binary) on MODEL under each NAME's
+# ENV (space-separated settings) in turn, ROUNDS times, logged as PREFIX-NAME-R.
+variants() {
+  local p=$1 model=$2 rounds=$3; shift 3
+  for r in $(seq 1 "$rounds"); do
+    for v in "$@"; do quick "$p-${v%%=*}-$r" "$model" "$BIN" ${v#*=}; done
+  done
+}
+
 # `finish FINAL`: prints the total time and gathers every log into FINAL/all.log.
 finish() {
   echo "total $(( $(date +%s) - T0 ))s"
