@@ -40,9 +40,8 @@
 #define MMA_OUT 16   // output features per block (the mma's M)
 #define MMA_MAXW 16  // most warps per block
 // Whether project_mma_bf16<NT> loads its first weights before its wait, and so calls kernel_entry itself: the
-// 1-row-tile build only. The 2-row-tile build loading early took 71 registers (one 16-warp block an SM, 8-row rounds
-// 16% slower, call 176); held to two blocks an SM (64 registers, no spills) it was still slower: 27B bf16 8-row
-// rounds 21.6 ms against 20.6, 9B 7.04 against 6.88 (call 178, an H100).
+// 1-row-tile build only. Loading early, the 2-row-tile build needs more than 64 registers (one 16-warp block an SM)
+// or, held to two blocks an SM, still runs 8-row rounds slower (BENCHMARKS.md §7, calls 176 and 178).
 template <int NT>
 __device__ constexpr bool mma_bf16_early() {
     return NT == 1;

@@ -38,10 +38,8 @@ impl Ahead {
 }
 
 /// Bytes of a matrix's codes (or bf16 weights) asked for ahead: `TENSORFOLD_CUDA_L2_AHEAD_KB`, 8 MiB by default
-/// (0 turns the look-ahead off). On an H100 (calls 179-180), 4 and 8 MiB took 27B MLX4 decode 2.6% and 9B MLX4
-/// 3% faster; 12 and 16 MiB gained less, and 32 MiB lost (1.3% slower in 4-bit, 3% in bf16), likely its bytes
-/// evicting each other or the next launch's before they are read. bf16 decode, already at 90% of the bound, did
-/// not move at 8 MiB.
+/// (0 turns the look-ahead off). Larger sizes were slower, their bytes likely evicting each other or the next
+/// launch's before they are read (BENCHMARKS.md §7, calls 179-180).
 pub(crate) fn ahead_bytes() -> u64 {
     static B: OnceLock<u64> = OnceLock::new();
     *B.get_or_init(|| {
