@@ -47,7 +47,7 @@ pub(crate) fn ahead_bytes() -> u64 {
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(8192)
-            * 1024
+            .saturating_mul(1024)
     })
 }
 
