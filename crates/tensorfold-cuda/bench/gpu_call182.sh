@@ -9,7 +9,8 @@
 # - ahead0: the look-ahead off (TENSORFOLD_CUDA_L2_AHEAD_KB=0), its reading on whichever GPU comes.
 # 27B and 9B MLX4 three times each, then 27B bf16 (main and wgahead) twice. Precompile the three images into the
 # carried cache: the precompile example plain, with TENSORFOLD_CUDA_DEFINES=-DTF_STREAM_ZFILL, and with
-# TENSORFOLD_CUDA_L2_AHEAD_ROUNDS=1 (nvrtc.rs adds -DTF_WG_AHEAD from it). Backend-ops and two fixtures' full suites on the zfill and wgahead images first.
+# TENSORFOLD_CUDA_L2_AHEAD_ROUNDS=1 (nvrtc.rs adds -DTF_WG_AHEAD from it).
+# Backend-ops and two fixtures' full suites on the zfill and wgahead images first.
 FINAL=${1:?out dir}; BUDGET=${2:-330}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
