@@ -282,8 +282,7 @@ __device__ __forceinline__ void project_mma_bf16(int tile, const u16* __restrict
     const int groups = cols / 64;
     // Rounds of 1 to 4 rows (NT 1): the warp's first group's weights are loaded before the previous kernel is done
     // (weights are never written), everything else after the wait: project_stream.cu's early copies, for the bf16
-    // decode kernel (27B bf16 1-row rounds 7% faster, call 175). Not for NT 2 and 4: the early registers took
-    // them past 64 a thread, one 16-warp block an SM, and 8-row rounds 16% slower (call 176, an H100).
+    // decode kernel. Which builds do so: mma_bf16_early.
     constexpr bool EARLY = mma_bf16_early<NT>();
     static_assert(U == 1, "one group loaded early");
     uint4 first[2], first8[2];
@@ -453,7 +452,7 @@ __device__ __forceinline__ T job_pick(int j, T a, T b, T c, T d) {
 #define BF16_JOB(J) const u16 *w##J, float *y##J, int out##J
 
 #define MMA_BF16(NT)                                                                                             \
-    extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                               \
+    extern "C" __global__ void __launch_bounds__(MMA_MAXW * 32)                                                   \
         project_mma_bf16_nt##NT(const u16* xh, const u16* xl, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),  \
                                 int start2, BF16_JOB(3), int start3, int rows, int cols, L2_AHEAD_ARGS) {         \
         entry_after_weights(); /* the wait: in project_mma_bf16 if it loads early, else the next line */          \
