@@ -214,12 +214,6 @@ pub trait Backend: Send + Sync + 'static {
             _ => unreachable!("project_many gives one output per matrix"),
         }
     }
-    /// silu(x Gᵀ)·(x Uᵀ): the MLP's gate and up projections and their SwiGLU, with the bits of `project_pair` then
-    /// `swiglu` (a device may store the SwiGLU from the projections' own launch).
-    fn project_swiglu(&self, x: &Self::Act, gate: &Self::Matrix, up: &Self::Matrix) -> Self::Act {
-        let (g, u) = self.project_pair(x, gate, up);
-        self.swiglu(&g, &u)
-    }
     fn add_assign(&self, x: &mut Self::Act, y: &Self::Act);
     /// x += y, then the RMSNorm of the new x: the bits of `add_assign` then `rms_norm` (a device may do both in
     /// one pass).

@@ -330,39 +330,6 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     }
 }
 
-// The SwiGLU of a gate and up launch (job 0 the gate, job 1 the up matrix, one row block), done by the launch
-// itself when `act` is set (project.rs project_swiglu), so a decode round has no swiglu launch between the pair and
-// the down projection, whose early weight copies then overlap the pair's tail instead of the swiglu's.
-// The last of the blocks covering a 32-output chunk of both matrices (tickets: one counter a chunk, reset by that
-// block) reads their outputs back and stores silu(g)·u and its tensor-core form exactly as rowwise.cu's swiglu
-// does, a warp a row over the chunk's 32 columns, lane = column % 32: the same operations, so the same bits.
-template <int MT>
-__device__ __forceinline__ void swiglu_tail(const float* g, const float* u, int tile, int out, int rows,
-                                            float* __restrict__ act, u16* __restrict__ ah, u16* __restrict__ al,
-                                            float* __restrict__ as, u16* __restrict__ abt, u32* __restrict__ tickets) {
-    constexpr int OB = 16 * MT;                // outputs of a block of one matrix
-    constexpr int ARRIVALS = 2 * (32 / OB);    // blocks a chunk waits for: its tiles of the gate and of the up
-    static_assert(32 % OB == 0, "a block's outputs lie in one chunk");
-    __shared__ bool last;
-    const int chunk = tile * OB / 32;
-    __threadfence();  // this block's outputs are visible device-wide before its ticket says so
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(&tickets[chunk], 1u) == ARRIVALS - 1;
-        if (last) tickets[chunk] = 0;  // every block of the chunk has taken its ticket
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const int lane = threadIdx.x & 31, c = 32 * chunk + lane;
-    for (int r = threadIdx.x >> 5; r < rows; r += blockDim.x >> 5) {
-        const size_t i = (size_t)r * out + c;
-        const float v = silu_f(__ldcg(g + i)) * __ldcg(u + i);
-        act[i] = v;
-        prepare_store_at(i, r, c, v, ah, al, as, abt, out);
-    }
-}
-
 // Blocks an SM the fixed-warp kernels of one row tile ask for: 5, which ptxas meets with 48 registers and no spill
 // (their loop does not need 64). Call 86, three alternating runs each: 27B MLX4 decode 150.8, 149.2, 150.7 tok/s
 // against 146.3, 145.6, 146.5 with 4 blocks (64 registers), and 149.0, 148.7, 148.4 with 6 (40 registers); Nsight:
@@ -385,19 +352,15 @@ __device__ __forceinline__ void swiglu_tail(const float* g, const float* u, int 
         NW ? (NT == 1 ? TF_W8_BLOCKS : 65536 / (64 * 32 * NW)) : stream_min_blocks<WPL, NT, MT>())              \
         project_stream_a4_g##WPL##_##NAME##_nt##NT##_s##D##_m##MT##SUF(                                           \
             const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2), \
-            int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early, float* act, u16* act_h,       \
-            u16* act_l, float* act_s, u16* act_bt, u32* act_tickets, L2_AHEAD_ARGS) {                            \
+            int start2, A4_JOB(S, 3), int start3, int rows, int cols, int early, L2_AHEAD_ARGS) {                \
         entry_after_weights();                                                                                   \
         const int j = job_of(start1, start2, start3);                                                            \
-        const int tile = tile_block() - job_pick(j, 0, start1, start2, start3);                                  \
-        project_stream_a4<NT, WPL, S, D, MT, NW>(tile, xh, xl,                                                   \
+        project_stream_a4<NT, WPL, S, D, MT, NW>(tile_block() - job_pick(j, 0, start1, start2, start3), xh, xl,  \
                                                  xs, job_pick(j, codes0, codes1, codes2, codes3),                \
                                                  job_pick(j, scales0, scales1, scales2, scales3),                \
                                                  job_pick(j, biases0, biases1, biases2, biases3),                \
                                                  job_pick(j, y0, y1, y2, y3), rows,                              \
                                                  job_pick(j, out0, out1, out2, out3), cols, early);              \
-        if (act != nullptr)                                                                                      \
-            swiglu_tail<MT>(y0, y1, tile, out0, rows, act, act_h, act_l, act_s, act_bt, act_tickets);            \
         L2_AHEAD();                                                                                              \
     }
 #define STREAM_A4_NT(WPL, NAME, S, D, MT, NW, SUF)                                             \

@@ -67,9 +67,6 @@ pub struct Dev {
     pub(crate) graphs: Option<Mutex<crate::graph::Recorder>>,
     /// Zeroed counters the split wgmma launches take tickets from (each launch's last block resets its own).
     pub(crate) tickets: CudaSlice<u32>,
-    /// Zeroed counters a gate and up launch's blocks take tickets from, one a 32-output chunk
-    /// (project_many.rs project_swiglu; the last block of each chunk resets it).
-    pub(crate) swiglu_tickets: CudaSlice<u32>,
     /// Whether rounds of 5 to 64 rows take the wgmma kernels (project_wgmma.rs): on Hopper (compute capability
     /// 9.0, the module then built for sm_90a) unless `TENSORFOLD_CUDA_WGMMA=0`.
     pub(crate) wgmma: bool,
@@ -171,16 +168,12 @@ impl Dev {
         let tickets = stream
             .alloc_zeros::<u32>(crate::project::WGMMA_TICKETS)
             .map_err(|e| format!("allocating the wgmma tickets: {e:?}"))?;
-        let swiglu_tickets = stream
-            .alloc_zeros::<u32>(crate::project::SWIGLU_TICKETS)
-            .map_err(|e| format!("allocating the SwiGLU tickets: {e:?}"))?;
         let profile = crate::profile::Profiler::from_env();
         // Graphs need the recycled buffers (steady addresses) and cannot hold the profiler's events.
         let graphs = (crate::stage::graphs_enabled() && pool.is_some() && !profile.enabled)
             .then(|| Mutex::new(crate::graph::Recorder::new(crate::stage::graph_segment())));
         Ok(Dev {
             tickets,
-            swiglu_tickets,
             wgmma,
             prompt_b_tiles: Default::default(),
             ahead: Default::default(),

@@ -277,12 +277,6 @@ impl Backend for CudaBackend {
     fn project_many(&self, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<CudaAct> {
         project::project_many(&self.dev, x, ws)
     }
-    fn project_swiglu(&self, x: &CudaAct, gate: &CudaMatrix, up: &CudaMatrix) -> CudaAct {
-        project::project_swiglu(&self.dev, x, gate, up).unwrap_or_else(|| {
-            let (g, u) = self.project_pair(x, gate, up);
-            self.swiglu(&g, &u)
-        })
-    }
     fn add_assign(&self, x: &mut CudaAct, y: &CudaAct) {
         ops::add_assign(&self.dev, x, y)
     }

@@ -19,7 +19,7 @@ use gemm::{gemm_for, gemm_kernel, project_gemm};
 pub(crate) use gemm::{
     gemm_tiles_first, note_wgmma_prompt_matrix, project_wgmma_prompt, wgmma_prompt_expected,
 };
-pub(crate) use many::{many_rows, project_many, project_swiglu, SWIGLU_TAIL, SWIGLU_TICKETS};
+pub(crate) use many::{many_rows, project_many};
 pub(crate) use wgmma::{bf16_stages, wgmma_switch, BF16_STAGES, WGMMA_TICKETS, WHOLE_LAUNCHES};
 use wgmma::{project_wgmma, wgmma_kernel};
 
@@ -62,7 +62,7 @@ pub(crate) fn project_layout(
         if let Some(name) = wgmma_kernel(dev, &kernel, rows, out_f) {
             return project_wgmma(dev, x, &[w], &name).remove(0);
         }
-        return project_mma(dev, x, &[w], &kernel, stages, None).remove(0);
+        return project_mma(dev, x, &[w], &kernel, stages).remove(0);
     }
     let y = new_act(dev, rows, out_f);
     let grid = (blocks(out_f, PW * OPW) * blocks(rows, RT), 1, 1);
@@ -462,30 +462,30 @@ const MAX_JOBS: usize = 4;
 
 /// x Wᵢᵀ for each of `ws` on tensor cores (see mma_plan): one launch for all of them when their plans name one
 /// kernel of a family that takes several matrices (the weight stream, bf16 weights), else one launch each.
-///
-/// With `tail` (a gate and up pair that shares one weight-stream launch of one row block: project_swiglu checks it
-/// with `launch_plan`), the launch also stores silu(gate)·up and its tensor-core form there.
 fn project_mma(
     dev: &Dev,
     x: &CudaAct,
     ws: &[&CudaMatrix],
     kernel: &str,
     stages: usize,
-    tail: Option<(&CudaAct, &Prepared)>,
 ) -> Vec<CudaAct> {
     let (rows, cols) = (x.rows, ws[0].cols());
-    let (plans, shared) = launch_plan(rows, ws, kernel, stages);
+    let plans: Vec<MmaPlan> = ws
+        .iter()
+        .map(|w| mma_plan(rows, w, kernel, stages))
+        .collect();
     let plan = &plans[0];
     let bf16 = kernel == "project_mma_bf16";
     let jobs = plan.streamed || bf16;
-    if ws.len() > 1 && !shared {
-        assert!(
-            tail.is_none(),
-            "project_mma: a SwiGLU tail on launches not shared"
-        );
+    let shared = ws.len() <= MAX_JOBS
+        && plans.iter().map(|p| p.tiles).sum::<u32>() <= MAX_TILES
+        && plans.iter().all(|p| {
+            p.name == plan.name && p.warps == plan.warps && p.row_blocks == plan.row_blocks
+        });
+    if ws.len() > 1 && !(jobs && shared) {
         return ws
             .iter()
-            .flat_map(|w| project_mma(dev, x, &[w], kernel, stages, None))
+            .flat_map(|w| project_mma(dev, x, &[w], kernel, stages))
             .collect();
     }
     let ys: Vec<CudaAct> = ws.iter().map(|w| new_act(dev, rows, w.rows())).collect();
@@ -500,14 +500,6 @@ fn project_mma(
         args.extend([Arg::I(rows as i32), Arg::I(cols as i32)]);
         if plan.streamed {
             args.push(Arg::I(stream_early() as i32));
-            match tail {
-                Some((act, p)) => {
-                    args.push(Arg::P(dev.ptr(&act.buf)));
-                    args.extend(crate::ops::prepared_args(dev, Some(p)));
-                    args.push(Arg::P(dev.ptr(&dev.swiglu_tickets)));
-                }
-                None => args.extend((0..6).map(|_| Arg::P(0))),
-            }
         }
         args.extend(crate::ahead::ahead_args(dev, ws[0]));
     } else {
@@ -532,29 +524,6 @@ fn project_mma(
         &args,
     );
     ys
-}
-
-/// The plans of `ws`'s projections of `rows` rows, and whether one launch takes them all (a family that takes
-/// several matrices, at most MAX_JOBS of one kernel, warps and row blocks, their tiles within the grid's limit).
-fn launch_plan(
-    rows: usize,
-    ws: &[&CudaMatrix],
-    kernel: &str,
-    stages: usize,
-) -> (Vec<MmaPlan>, bool) {
-    let plans: Vec<MmaPlan> = ws
-        .iter()
-        .map(|w| mma_plan(rows, w, kernel, stages))
-        .collect();
-    let plan = &plans[0];
-    let jobs = plan.streamed || kernel == "project_mma_bf16";
-    let shared = jobs
-        && ws.len() <= MAX_JOBS
-        && plans.iter().map(|p| p.tiles).sum::<u32>() <= MAX_TILES
-        && plans.iter().all(|p| {
-            p.name == plan.name && p.warps == plan.warps && p.row_blocks == plan.row_blocks
-        });
-    (plans, shared)
 }
 
 /// The per-matrix arguments of a launch shared by up to MAX_JOBS matrices `ws` (outputs `ys`): each one's weights,

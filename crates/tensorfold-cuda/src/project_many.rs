@@ -2,12 +2,11 @@
 //! tensor-core kernels (project.rs project_mma), each output with the bits of its own projection.
 
 use super::{
-    alloc_prepared, fuse_prepare, gemm_for, gemm_kernel, launch_plan, mma_kernel, mma_layout,
-    mma_warps, project, project_mma, project_wgmma, wgmma_kernel, MAX_JOBS,
+    gemm_for, gemm_kernel, mma_kernel, mma_layout, mma_warps, project, project_mma, project_wgmma,
+    wgmma_kernel, MAX_JOBS,
 };
 use crate::device::Dev;
-use crate::ops::{new_act, CudaAct, CudaMatrix};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::ops::{CudaAct, CudaMatrix};
 use std::sync::OnceLock;
 
 /// Most rows a call may have for all its matrices to share launches (project_many; `TENSORFOLD_CUDA_MANY_ROWS`
@@ -64,72 +63,10 @@ pub(crate) fn project_many(dev: &Dev, x: &CudaAct, ws: &[&CudaMatrix]) -> Vec<Cu
     let mut ys = Vec::with_capacity(ws.len());
     let mut rest = ws;
     for n in launch_runs(&shapes, x.rows <= many_rows()) {
-        ys.extend(project_mma(
-            dev,
-            x,
-            &rest[..n],
-            &kernel,
-            mma_layout().0,
-            None,
-        ));
+        ys.extend(project_mma(dev, x, &rest[..n], &kernel, mma_layout().0));
         rest = &rest[n..];
     }
     ys
-}
-
-/// 32-output chunks a gate and up launch with its SwiGLU may have (Dev::swiglu_tickets): 262,144 outputs, eight
-/// times the published shapes' largest.
-pub(crate) const SWIGLU_TICKETS: usize = 8192;
-
-/// silu(x Gᵀ)·(x Uᵀ) and its tensor-core form, stored by the gate and up launch itself (project_stream.cu
-/// swiglu_tail) when the pair shares one weight-stream launch of one row block (decode rounds of up to 4 rows of
-/// 4-bit weights); None otherwise, and the caller runs the pair and `swiglu`. The same bits either way.
-/// `TENSORFOLD_CUDA_SWIGLU_TAIL=1` turns it on (off by default until timed against the swiglu launch).
-pub(crate) fn project_swiglu(
-    dev: &Dev,
-    x: &CudaAct,
-    gate: &CudaMatrix,
-    up: &CudaMatrix,
-) -> Option<CudaAct> {
-    let (rows, out) = (x.rows, gate.rows());
-    let fits = swiglu_tail_enabled()
-        && many_enabled()
-        && !gemm_for(rows)
-        && fuse_prepare(out)
-        && (up.rows(), up.cols(), gate.cols()) == (out, x.cols, x.cols)
-        && out / 32 <= SWIGLU_TICKETS;
-    let kernel = mma_kernel(gate).filter(|k| {
-        fits && mma_kernel(up).as_ref() == Some(k)
-            && mma_warps(up) == mma_warps(gate)
-            && wgmma_kernel(dev, k, rows, out).is_none()
-    })?;
-    let ws = [gate, up];
-    let (plans, shared) = launch_plan(rows, &ws, &kernel, mma_layout().0);
-    if !(shared && plans[0].streamed && plans[0].row_blocks == 1) {
-        return None;
-    }
-    let act = new_act(dev, rows, out);
-    let p = alloc_prepared(dev, rows, out);
-    drop(project_mma(
-        dev,
-        x,
-        &ws,
-        &kernel,
-        mma_layout().0,
-        Some((&act, &p)),
-    ));
-    let _ = act.prepared.set(p);
-    Some(act)
-}
-
-/// Set by the backend-ops test to run project_swiglu's tail whatever the environment says.
-pub(crate) static SWIGLU_TAIL: AtomicBool = AtomicBool::new(false);
-
-/// Whether gate and up launches store their SwiGLU (project_swiglu): `TENSORFOLD_CUDA_SWIGLU_TAIL=1`.
-fn swiglu_tail_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    SWIGLU_TAIL.load(Ordering::Relaxed)
-        || *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_SWIGLU_TAIL").is_ok_and(|v| v == "1"))
 }
 
 /// How many consecutive matrices of `shapes` each shared launch takes: up to MAX_JOBS of any shapes when `all`,

@@ -443,7 +443,6 @@ pub fn run(gpu: &CudaBackend) -> Report {
     if wanted("pairs") {
         pairs::check_pairs(&mut rep, gpu, &mut rng);
         pairs::check_unsplit(&mut rep, gpu, &mut rng);
-        pairs::check_swiglu_tail(&mut rep, gpu, &mut rng);
     }
     if wanted("prompt") {
         check_prompt_kernel(&mut rep, gpu, &mut rng);

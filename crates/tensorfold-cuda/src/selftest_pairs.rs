@@ -1,6 +1,6 @@
 //! The shared-launch checks of the backend-ops test: matrices sharing an input (project_many) give each output the
-//! bits of its own projection, in the launches expected; the wgmma round kernels' unsplit launches give the bits
-//! of split ones; a gate and up launch that stores their SwiGLU gives swiglu's bits.
+//! bits of its own projection, in the launches expected; and the wgmma round kernels' unsplit launches give the bits
+//! of split ones.
 
 use super::{act, affine, dense, with, Report, Rng};
 use crate::CudaBackend;
@@ -159,58 +159,6 @@ pub(super) fn check_unsplit(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) 
                 &whole,
                 &want,
             );
-        }
-    }
-}
-
-/// A gate and up launch that stores the SwiGLU itself (project_swiglu) gives the values of project_pair then swiglu
-/// bit for bit, and a tensor-core form that projects as theirs (by a 4-bit and a bf16 down matrix), in one launch
-/// where the pair and swiglu take two; on 1 to 4 rows (more take the wgmma kernels and the swiglu launch), twice
-/// in a row (the tickets are reset), for 4-bit groups of 32, 64 (the 8-warp kernel) and 128.
-pub(super) fn check_swiglu_tail(rep: &mut Report, gpu: &CudaBackend, rng: &mut Rng) {
-    use crate::project::SWIGLU_TAIL;
-    let cases = [
-        ("g64 bf16 96x512", 64, DenseDType::BF16, 96, 512),
-        ("g64 f16 1056x2048", 64, DenseDType::F16, 1056, 2048),
-        ("g32 f32 64x1024", 32, DenseDType::F32, 64, 1024),
-        ("g128 bf16 160x1024", 128, DenseDType::BF16, 160, 1024),
-    ];
-    for (name, gs, sd, out, cols) in cases {
-        let (gate, up) = (
-            gpu.matrix(&affine(rng, 4, gs, sd, out, cols))
-                .expect("upload"),
-            gpu.matrix(&affine(rng, 4, gs, sd, out, cols))
-                .expect("upload"),
-        );
-        let down4 = gpu
-            .matrix(&affine(rng, 4, 32, sd, 40, out))
-            .expect("upload");
-        let down16 = gpu
-            .matrix(&dense(DenseDType::BF16, 24, out, &rng.vec(24 * out, 0.5)))
-            .expect("upload");
-        for rows in 1..=4usize {
-            let x = act(gpu, rows, cols, &rng.vec(rows * cols, 1.0));
-            let (g, u) = gpu.project_pair(&x, &gate, &up);
-            let want = gpu.swiglu(&g, &u);
-            for round in 0..2 {
-                let before = gpu.launches();
-                let got = with(&SWIGLU_TAIL, || gpu.project_swiglu(&x, &gate, &up));
-                let launches = gpu.launches() - before;
-                let what = format!("project_swiglu MLX 4-bit {name}, {rows} rows (run {round})");
-                rep.same(
-                    &format!("{what} == project_pair then swiglu"),
-                    &gpu.to_host(&got),
-                    &gpu.to_host(&want),
-                );
-                rep.same(&format!("{what}: one launch"), &[launches as f32], &[1.0]);
-                for (dn, down) in [("4-bit", &down4), ("bf16", &down16)] {
-                    rep.same(
-                        &format!("{what}: its tensor-core form projects ({dn}) as swiglu's"),
-                        &gpu.to_host(&gpu.project(&got, down)),
-                        &gpu.to_host(&gpu.project(&want, down)),
-                    );
-                }
-            }
         }
     }
 }

@@ -238,7 +238,8 @@ impl<B: Backend> Mtp<B> {
         let y = be.gated_attention(&self.attn, &p[0], &p[1], &p[2], rows, &mut kv);
         be.add_assign(&mut u, &be.project(&y, &self.o));
         let m = be.rms_norm(&u, &self.post_norm, eps);
-        let act = be.project_swiglu(&m, &self.gate, &self.up);
+        let (gate, up) = be.project_pair(&m, &self.gate, &self.up);
+        let act = be.swiglu(&gate, &up);
         be.add_assign(&mut u, &be.project(&act, &self.down));
         if out_rows.is_empty() {
             return Ok((Logits::new(be, None, c.vocab_size), Vec::new()));

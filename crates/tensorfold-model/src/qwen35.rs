@@ -297,7 +297,8 @@ impl<B: Backend> Qwen35<B> {
                 }
             };
             let u = be.add_rms_norm(&mut h, &mixed, &layer.post_norm, eps);
-            let act = be.project_swiglu(&u, &layer.mlp.gate, &layer.mlp.up);
+            let (gate, up) = be.project_pair(&u, &layer.mlp.gate, &layer.mlp.up);
+            let act = be.swiglu(&gate, &up);
             pending = Some(be.project(&act, &layer.mlp.down));
         }
         if let Some(d) = pending {
