@@ -74,15 +74,6 @@ __device__ __forceinline__ void l2_ahead(const unsigned char* p0, u64 n0, const 
     const unsigned char *ahead0, u64 ahead_n0, const unsigned char *ahead1, u64 ahead_n1,               \
         const unsigned char *ahead2, u64 ahead_n2, int ahead_blocks
 #define L2_AHEAD() l2_ahead(ahead0, ahead_n0, ahead1, ahead_n1, ahead2, ahead_n2, ahead_blocks)
-// The wgmma round kernels (5 to 64 rows) take the same arguments and ask the same way only when built with
-// -DTF_WG_AHEAD (TENSORFOLD_CUDA_L2_AHEAD_ROUNDS=1 builds and feeds it; off by default, not yet timed).
-#ifdef TF_WG_AHEAD
-#define WG_AHEAD_ARGS , L2_AHEAD_ARGS
-#define WG_AHEAD() L2_AHEAD()
-#else
-#define WG_AHEAD_ARGS
-#define WG_AHEAD()
-#endif
 
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }
 

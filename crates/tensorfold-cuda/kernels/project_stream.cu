@@ -8,12 +8,13 @@
 // in project_mma.cu carries over unchanged. Only where the weight bytes wait before the mma differs.
 
 
-// -DTF_STREAM_ZFILL (off by default, not yet timed): the copies past a warp's last group zero-fill instead of reading
-// memory (project_stream_a4's group()).
-#ifdef TF_STREAM_ZFILL
-#define STREAM_ZFILL true
-#else
+// The copies past a warp's last group zero-fill instead of reading memory (project_stream_a4's group()): 27B MLX4
+// 1-row rounds 2.5% faster (call 183). -DTF_STREAM_READ_PAST (TENSORFOLD_CUDA_DEFINES) builds the unconditional
+// copies that read, for same-run comparisons; the bits never depend on it.
+#ifdef TF_STREAM_READ_PAST
 #define STREAM_ZFILL false
+#else
+#define STREAM_ZFILL true
 #endif
 
 // A shared-memory address: 32 bits on the GPU (no generic-pointer arithmetic in the loop), a pointer in the
@@ -159,7 +160,7 @@ struct StreamCopies {
     }
 
     // Copies the warp's next group into the stage at `stage`; zero-fills it instead, reading nothing, when `valid`
-    // is false (a group past the warp's last, under TF_STREAM_ZFILL).
+    // is false (a group past the warp's last).
     __device__ __forceinline__ void issue(SmemAddr stage, bool valid = true) {
         const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -240,15 +241,15 @@ __device__ __forceinline__ void project_stream_a4(int tile, const u16* __restric
     // group's products to acc. The loop below passes stage numbers known at compile time (it is unrolled by D),
     // so every shared-memory address is a register plus a constant: with i % D worked out at run time, the stage
     // arithmetic took 10 of the loop's 104 instructions a group (BENCHMARKS.md §7).
-    // `more`: whether group i + D − 1 is one of the warp's (under TF_STREAM_ZFILL; else always taken as true).
+    // `more`: whether group i + D − 1 is one of the warp's (taken as true under TF_STREAM_READ_PAST).
     auto group = [&](int rd, int wr, bool more) {
         cp_async_wait<D - 2>();  // group i has landed (for this lane) ...
         __syncwarp();            // ... and for every lane; the slot of group i − 1 is free
-        // Unconditional: the last D − 1 issues copy bytes past the warp's groups into stages never read (ops.rs
-        // pads every tile-major array so those reads stay in bounds); no branch keeps the loop short. Those copies
-        // read memory (the next tile's first groups, or padding) and the block's last wait waits for them: under
-        // -DTF_STREAM_ZFILL (off, not yet timed) they zero-fill instead and read nothing, at the cost of a compare
-        // a group. The bits are the same either way: those stages are never read.
+        // Unconditional: the last D − 1 issues go past the warp's groups into stages never read; no branch keeps
+        // the loop short. They zero-fill and read nothing, at the cost of a compare a group: when they read (the
+        // next tile's first groups, or the padding ops.rs puts after every tile-major array so those reads stay in
+        // bounds; TF_STREAM_READ_PAST), the block's last wait waited for bytes nobody uses. The bits are the same
+        // either way: those stages are never read.
         cp.issue(pipe_s + wr * SB, STREAM_ZFILL ? more : true);
         cp_async_commit();
         const unsigned char* st = pipe + rd * SB;

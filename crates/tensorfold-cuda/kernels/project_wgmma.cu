@@ -501,7 +501,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     extern "C" __global__ void __launch_bounds__(128, WG_MIN_BLOCKS(NT, MT)) project_wgmma_a4_g2_##NAME##SUF(     \
         const u16* xh, const u16* xl, const float* xs, A4_JOB(S, 0), A4_JOB(S, 1), int start1, A4_JOB(S, 2),      \
         int start2, A4_JOB(S, 3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,     \
-        u32* tickets WG_AHEAD_ARGS) {                                                                             \
+        u32* tickets) {                                                                                           \
         entry_after_weights(); /* the wait: in project_wgmma_a4, after its first weights */                       \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
         const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
@@ -512,7 +512,6 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
                                     job_pick(j, biases0, biases1, biases2, biases3), job_pick(j, y0, y1, y2, y3), \
                                     rows, job_pick(j, out0, out1, out2, out3), cols, nw, b_tiles, partial,        \
                                     tickets, part);                                                               \
-        WG_AHEAD();                                                                                               \
     }
 #define WGMMA_A4_ALL(NT, MT, SUF) \
     WGMMA_A4(f32, F32T, NT, MT, SUF) WGMMA_A4(f16, F16T, NT, MT, SUF) WGMMA_A4(bf16, BF16T, NT, MT, SUF)

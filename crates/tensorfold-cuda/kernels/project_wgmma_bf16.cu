@@ -160,7 +160,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
     extern "C" __global__ void __launch_bounds__(128, BLOCKS) project_wgmma_bf16##SUF(                            \
         const u16* xh, const u16* xl, const float* xs, BF16_JOB(0), BF16_JOB(1), int start1, BF16_JOB(2),         \
         int start2, BF16_JOB(3), int start3, int rows, int cols, int nw, const u32* b_tiles, float* partial,      \
-        u32* tickets WG_AHEAD_ARGS) {                                                                             \
+        u32* tickets) {                                                                                           \
         entry_after_weights(); /* the wait: in project_wgmma_bf16, after its first weights */                     \
         (void)xh, (void)xl, (void)xs; /* x comes as b_tiles */                                                    \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1;                                                         \
@@ -169,7 +169,6 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         project_wgmma_bf16<NT>(ob - job_pick(j, 0, start1, start2, start3), job_pick(j, w0, w1, w2, w3),          \
                                job_pick(j, y0, y1, y2, y3), rows, job_pick(j, out0, out1, out2, out3), cols, nw,  \
                                b_tiles, partial, tickets, part);                                                  \
-        WG_AHEAD();                                                                                               \
     }
 WGMMA_BF16(2, _n16, 4)
 WGMMA_BF16(4, , 4)

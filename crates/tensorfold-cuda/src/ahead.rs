@@ -64,13 +64,6 @@ fn ahead_blocks() -> i32 {
     })
 }
 
-/// Whether the wgmma round kernels (5 to 64 rows) ask too: `TENSORFOLD_CUDA_L2_AHEAD_ROUNDS=1` builds them with
-/// the arguments (`-DTF_WG_AHEAD`, nvrtc.rs) and passes them. Off by default: not yet timed.
-pub(crate) fn rounds_ahead() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_L2_AHEAD_ROUNDS").is_ok_and(|v| v == "1"))
-}
-
 /// The first `bytes` of w's codes and, in proportion, of its scales and biases (bf16 weights: of its data).
 fn first_bytes(dev: &Dev, w: &CudaMatrix, bytes: u64) -> Ranges {
     match w {

@@ -84,9 +84,6 @@ pub fn options(arch: &str) -> Vec<String> {
     if crate::project::rows_apart() {
         opts.push("-DTF_ROWS_APART".into());
     }
-    if crate::ahead::rounds_ahead() {
-        opts.push("-DTF_WG_AHEAD".into());
-    }
     if crate::project::gemm_tiles_first() {
         opts.push("-DTF_GEMM_TILES_FIRST".into());
     }

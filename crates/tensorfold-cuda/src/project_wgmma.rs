@@ -272,9 +272,6 @@ pub(super) fn project_wgmma(
     let partial = split.then(|| dev.scratch::<f32>(nw * grid_x as usize * block_outputs * room));
     args.push(Arg::P(partial.as_ref().map_or(0, |b| dev.ptr(b))));
     args.push(Arg::P(dev.ptr(&dev.tickets)));
-    if crate::ahead::rounds_ahead() {
-        args.extend(crate::ahead::ahead_args(dev, ws[0]));
-    }
     let label = dev.profile.enabled.then(|| {
         let shapes: Vec<String> = ws
             .iter()
