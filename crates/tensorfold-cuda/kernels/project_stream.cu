@@ -8,9 +8,9 @@
 // in project_mma.cu carries over unchanged. Only where the weight bytes wait before the mma differs.
 
 
-// The copies past a warp's last group zero-fill instead of reading memory (project_stream_a4's group()): 27B MLX4
-// 1-row rounds 2.5% faster (call 183). -DTF_STREAM_READ_PAST (TENSORFOLD_CUDA_DEFINES) builds the unconditional
-// copies that read, for same-run comparisons; the bits never depend on it.
+// The copies past a warp's last group zero-fill instead of reading memory (project_stream_a4's group(); timed in
+// BENCHMARKS.md §7, calls 183-184). -DTF_STREAM_READ_PAST (TENSORFOLD_CUDA_DEFINES) builds the unconditional copies
+// that read, for same-run comparisons; the bits never depend on it.
 #ifdef TF_STREAM_READ_PAST
 #define STREAM_ZFILL false
 #else
