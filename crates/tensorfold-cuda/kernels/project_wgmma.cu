@@ -257,6 +257,26 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
     if (X && src.xsum) cp_async4(sa + St::XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
 }
 
+// A split launch's grid is (output blocks, nw residues), and the GPU hands out blocks x fastest, so the blocks
+// running at once hold every output block's residue r before any of its residue r + 1: each 1 KB of a bf16
+// weight row (groups 8k … 8k + 7, one per residue) is then read 128 bytes at a time, far apart in time. With
+// -DTF_WG_RFAST a block takes its (output block, residue) from its place in that order with the residues
+// fastest, so an output block's nw blocks run side by side. Every (output block, residue) is still taken once,
+// and each output's sums are added in residue order as before, so the bits cannot change.
+__device__ __forceinline__ int wg_bx() {
+#ifdef TF_WG_RFAST
+    if (gridDim.y > 1) return (int)((blockIdx.y * gridDim.x + blockIdx.x) / gridDim.y);
+#endif
+    return (int)blockIdx.x;
+}
+__device__ __forceinline__ int wg_r0() {
+#ifdef TF_WG_RFAST
+    return (int)((blockIdx.y * gridDim.x + blockIdx.x) % gridDim.y);
+#else
+    return (int)blockIdx.y;
+#endif
+}
+
 // Where a block's walk goes after group G of residue r: the residue's next group, else the next residue's first.
 __device__ __forceinline__ void wg_next(int& G, int& r, int nw, int groups) {
     G += nw;
@@ -300,7 +320,8 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
     } else {
         // This block's sums: PER_THREAD floats a thread, as float2s (m, nt).
         constexpr int PER_BLOCK = 128 * PER_THREAD, NTS = PER_THREAD / (2 * MT);
-        float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
+        const int bx = wg_bx();
+        float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + bx) * PER_BLOCK) + tid;
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -309,15 +330,15 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
         __threadfence();  // the sums are visible device-wide before the ticket says so
         __syncthreads();
         if (tid == 0) {
-            last = atomicAdd(&tickets[blockIdx.x], 1u) == (u32)nw - 1;
-            if (last) tickets[blockIdx.x] = 0;  // every block of this launch has taken its ticket
+            last = atomicAdd(&tickets[bx], 1u) == (u32)nw - 1;
+            if (last) tickets[bx] = 0;  // every block of this launch has taken its ticket
         }
         __syncthreads();
         if (!last) return;
         __threadfence();
         for (int rr = 0; rr < nw; ++rr) {
             const float2* theirs =
-                reinterpret_cast<const float2*>(partial + ((size_t)rr * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
+                reinterpret_cast<const float2*>(partial + ((size_t)rr * gridDim.x + bx) * PER_BLOCK) + tid;
 #pragma unroll
             for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -345,7 +366,8 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
 // A warpgroup's 64·MT outputs (4·MT tiles, warp w owning tiles w, 4 + w, …) × up to 4·NT rows: those of part `part`
 // (rows 32·part on; 0 but for the 64-column build).
 // gridDim.y == 1: the block walks every residue's groups in the decode kernels' order and writes y.
-// (The tickets and partial sums below are indexed by blockIdx.x, which tells a row part's blocks apart too.)
+// (The tickets and partial sums below are indexed by the output block wg_bx, which tells a row part's blocks apart
+// too.)
 // gridDim.y == nw: block (x, r) walks residue r, leaves its sums in `partial`, and the last of the nw blocks to
 // finish (a ticket each) adds them in residue order and writes y, then resets its ticket for the next launch.
 // Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
@@ -373,7 +395,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const int groups = cols / 64;
     const bool split = gridDim.y > 1;
     // The walk: residue r0 alone (split) or every residue, as (G, r) cursors for the copies and the math.
-    const int r0 = split ? (int)blockIdx.y : 0;
+    const int r0 = split ? wg_r0() : 0;
     const int jobs = split ? (r0 < groups ? (groups - 1 - r0) / nw + 1 : 0) : groups;
     const u32 mask = opaque_nibble_mask();
     // With TF_ZEROED_GROUPS the accumulators start each group at a +0 the compiler cannot see (told they are zero,
@@ -504,7 +526,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         u32* tickets) {                                                                                           \
         entry_after_weights(); /* the wait: in project_wgmma_a4, after its first weights */                       \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
-        const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
+        const int bx = wg_bx(), ob = bx / parts, part = bx - ob * parts;                                          \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
         project_wgmma_a4<S, NT, MT>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                      \
                                     job_pick(j, codes0, codes1, codes2, codes3),                                  \

@@ -1,0 +1,31 @@
+#!/bin/bash
+# gpu_call185.sh FINAL BUDGET_S BIN: why the bf16 round kernels move fewer bytes a second than the 1-row kernel,
+# and two switches. The checks of main, -DTF_WG_RFAST (split launches' blocks with the residues fastest) and
+# -DTF_DN_EARLY_STATE (the DeltaNet state read before the wait); the walk-order microbenchmark
+# (probe/walk_order.cu, built there with nvcc); quick benches of 27B MLX4 (main, rfast, dnearly) and 27B bf16
+# (main, rfast, the gate/up launch split too, both), in turn, twice. Three images precompiled into the carried
+# cache: plain, TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST and -DTF_DN_EARLY_STATE.
+FINAL=${1:?out dir}; BUDGET=${2:-480}; BIN=${3:?binary}
+. "$(dirname "$0")/steps.sh"
+mkdir -p "$FINAL"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/env.log" 2>&1; cat "$OUT/env.log"
+first_check "$BIN"
+RF="TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST"
+DE="TENSORFOLD_CUDA_DEFINES=-DTF_DN_EARLY_STATE"
+image_checks rfast "$BIN" "$RF"
+image_checks dnearly "$BIN" "$DE"
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+step probe-build 60 "$NVCC" -O3 -arch=sm_90a -std=c++17 -o /tmp/walk_order "$(dirname "$0")/probe/walk_order.cu"
+tail -3 "$OUT/probe-build.log"
+step probe 60 /tmp/walk_order
+cat "$OUT/probe.log"
+M=/dev/shm/m27
+step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
+variants m4 $M 2 main=TF_MAIN=1 rfast=$RF dnearly=$DE
+rm -rf $M
+B=/dev/shm/b27
+step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $B
+variants bf $B 2 main=TF_MAIN=1 rfast=$RF split=TENSORFOLD_CUDA_WGMMA_SPLIT=545 \
+  "rsplit=$RF TENSORFOLD_CUDA_WGMMA_SPLIT=545"
+rm -rf $B
+finish "$FINAL"
