@@ -226,7 +226,7 @@ struct DnBlock {
 // wait, so every launch before it is done, and no launch since the state was last written writes a state or the
 // staged array of their addresses (dn_conv writes its outputs and conv tails; the arena is uploaded before a
 // graph's launches). The reads go to L2 (cg), where those writes are. Then the kernel waits as every kernel does
-// before it reads anything the launch before writes. Without the switch the macro below waits first.
+// before it reads anything the launch before writes. Without the switch the kernel waits first (entry_after_state).
 template <int VM>
 __device__ __forceinline__ float* dn_start(float (&S)[VM][KMAX], const u64* __restrict__ states, const DnBlock<VM>& b,
                                            int Dk, int Dv) {
@@ -294,18 +294,13 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
 
 // The recurrence kernels: NAME##VM runs FN<VM> (dn_recur_rows, dn_recur_ring, or deltanet_batch.cu's
 // dn_recur_batch, which gives the launch bounds BOUNDS: a parenthesised list).
-#ifdef TF_DN_EARLY_STATE
-#define DN_MACRO_ENTRY()
-#else
-#define DN_MACRO_ENTRY() kernel_entry()
-#endif
 #define DN_RECUR(NAME, FN, VM) DN_RECUR_BOUNDS(NAME, FN, VM, (DN_WARPS * 32))
 #define DN_RECUR_BOUNDS(NAME, FN, VM, BOUNDS)                                                                   \
     extern "C" __global__ void __launch_bounds__ BOUNDS NAME##VM(                                               \
         const float* x, const float* bg, const float* ag, float* out, const float* a_log, const float* dt_bias, \
         const u64* states, const u64* starts, float* snaps, const int* list, const int* slot_off, int Hk,       \
         int Hv, int Dk, int Dv, int write_out) {                                                                \
-        DN_MACRO_ENTRY(); /* with TF_DN_EARLY_STATE: in dn_start, after the state's rows */                     \
+        entry_after_state(); /* with TF_DN_EARLY_STATE: kernel_entry in dn_start, after the state's rows */     \
         FN<VM>(x, bg, ag, out, a_log, dt_bias, states, starts, snaps, list, slot_off, Hk, Hv, Dk, Dv, write_out); \
     }
 DN_RECUR(dn_recur_v, dn_recur_rows, 1)

@@ -213,9 +213,7 @@ extern "C" __global__ void __launch_bounds__(DN_OCT_THREADS)
                  const u64* __restrict__ states, const u64* __restrict__ starts, float* __restrict__ snaps,
                  const int* __restrict__ list, const int* __restrict__ slot_off, int Hk, int Hv, int Dk, int Dv,
                  int write_out) {
-#ifndef TF_DN_EARLY_STATE
-    kernel_entry();
-#endif
+    entry_after_state();
     typedef DnOctSlot Sl;
     constexpr int NB = DN_OCT_N;
     write_out &= 1;
