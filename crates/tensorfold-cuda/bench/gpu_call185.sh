@@ -3,8 +3,9 @@
 # and two switches. The checks of main, -DTF_WG_RFAST (split launches' blocks with the residues fastest) and
 # -DTF_DN_EARLY_STATE (the DeltaNet state read before the wait); the walk-order microbenchmark
 # (probe/walk_order.cu, built there with nvcc); quick benches of 27B MLX4 (main, rfast, dnearly) and 27B bf16
-# (main, rfast, the gate/up launch split too, both), in turn, twice. Three images precompiled into the carried
-# cache: plain, TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST and -DTF_DN_EARLY_STATE.
+# (main, rfast, the gate/up launch split too, both), in turn, twice; the k16 slot-order probe (probe/k16_order.cu,
+# likewise). Three images precompiled into the carried cache: plain, TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST and
+# -DTF_DN_EARLY_STATE.
 FINAL=${1:?out dir}; BUDGET=${2:-480}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
@@ -19,6 +20,10 @@ step probe-build 60 "$NVCC" -O3 -arch=sm_90a -std=c++17 -o /tmp/walk_order "$(di
 tail -3 "$OUT/probe-build.log"
 step probe 60 /tmp/walk_order
 cat "$OUT/probe.log"
+step k16-build 60 "$NVCC" -O2 -arch=sm_90a -std=c++17 -o /tmp/k16_order "$(dirname "$0")/probe/k16_order.cu"
+tail -3 "$OUT/k16-build.log"
+step k16 30 /tmp/k16_order
+tail -4 "$OUT/k16.log"
 M=/dev/shm/m27
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
 variants m4 $M 2 main=TF_MAIN=1 rfast=$RF dnearly=$DE
