@@ -4,8 +4,9 @@
 # -DTF_DN_EARLY_STATE (the DeltaNet state read before the wait); the walk-order microbenchmark
 # (probe/walk_order.cu, built there with nvcc); quick benches of 27B MLX4 (main, rfast, dnearly) and 27B bf16
 # (main, rfast, the gate/up launch split too, both), in turn, twice; the k16 slot-order probe (probe/k16_order.cu,
-# likewise). Three images precompiled into the carried cache: plain, TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST and
-# -DTF_DN_EARLY_STATE.
+# likewise); the 4-bit round kernel's timing ablations (project_wgmma.cu TF_ABL_*), once each. Seven images
+# precompiled into the carried cache: plain, TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST, -DTF_DN_EARLY_STATE and
+# -DTF_ABL_NO_DEQUANT, _NO_FOLD, _NO_MMA, _NO_XTILE.
 FINAL=${1:?out dir}; BUDGET=${2:-480}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
@@ -27,6 +28,10 @@ tail -4 "$OUT/k16.log"
 M=/dev/shm/m27
 step synth-27b-mlx4 60 "$BIN" synth --shape 27b --format mlx4 --threads 16 --out $M
 variants m4 $M 2 main=TF_MAIN=1 rfast=$RF dnearly=$DE
+# What each part of a 4-bit round group costs: the round kernel with one part dropped (wrong outputs by design).
+variants ab $M 1 main=TF_MAIN=1 nodeq=TENSORFOLD_CUDA_DEFINES=-DTF_ABL_NO_DEQUANT \
+  nofold=TENSORFOLD_CUDA_DEFINES=-DTF_ABL_NO_FOLD nomma=TENSORFOLD_CUDA_DEFINES=-DTF_ABL_NO_MMA \
+  noxtile=TENSORFOLD_CUDA_DEFINES=-DTF_ABL_NO_XTILE
 rm -rf $M
 B=/dev/shm/b27
 step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $B

@@ -24,6 +24,17 @@ __device__ __forceinline__ float opaque_zero() {
 #endif
 }
 
+// Timing ablations of the 4-bit round kernel (TENSORFOLD_CUDA_DEFINES, never on by default), each dropping one part
+// of a group's work so that a 16-row round's time shows what that part costs, as TENSORFOLD_CUDA_TWICE does for
+// launches: TF_ABL_NO_DEQUANT (A fragments one masked code word, no unpacking), TF_ABL_NO_FOLD (the group's sum added
+// without its scale and bias), TF_ABL_NO_MMA (no wgmma: the A words stand in for its sums), TF_ABL_NO_XTILE (x's B
+// tiles not copied: the tensor cores read zeros). Their outputs are wrong by design (finite, so a bench still runs).
+#ifdef TF_ABL_NO_XTILE
+#define ABL_XTILE false
+#else
+#define ABL_XTILE true
+#endif
+
 #if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // The shared-memory matrix descriptor of a B step at `addr` (no swizzle; LBO 128, SBO 1,024).
 __device__ __forceinline__ u64 wg_desc(u32 addr) {
@@ -233,7 +244,7 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
     const int tid = threadIdx.x;
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
-    if (X) {
+    if (X && ABL_XTILE) {
         cp_async16_tile(sa + tid * 16, bt);
         if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
         if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
@@ -405,6 +416,10 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const unsigned char* btiles = reinterpret_cast<const unsigned char*>(b_tiles);
     (void)xh, (void)xl;  // x comes as b_tiles (prepare_store wrote them beside xh and xl)
     const WgSources<S, MT> src = wg_sources<S, NT, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
+#ifdef TF_ABL_NO_XTILE
+    for (int s = 0; s < STAGES; ++s)
+        for (int i = tid; i < St::CODES / 16; i += 128) reinterpret_cast<uint4*>(ring + s * St::BYTES)[i] = uint4{0, 0, 0, 0};
+#endif
     int Gi = r0, ri = r0;  // the copies' cursor
     // The first STAGES − 1 groups' weights before the previous kernel is done, x's pieces after (project_stream.cu's
     // early copies; 16-row rounds 1-1.5% faster, call 174 on the H200); the first commit takes both.
@@ -443,8 +458,13 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
             for (int jj = 0; jj < 2; ++jj) {
                 u32 pg[4], pg8[4];
+#ifdef TF_ABL_NO_DEQUANT
+                pg[0] = pg[1] = pg[2] = pg[3] = (jj ? cg.y : cg.x) & 0x3f3f3f3fu;
+                pg8[0] = pg8[1] = pg8[2] = pg8[3] = (jj ? cg8.y : cg8.x) & 0x3f3f3f3fu;
+#else
                 pairs_a4_masked(jj ? cg.y : cg.x, mask, pg);
                 pairs_a4_masked(jj ? cg8.y : cg8.x, mask, pg8);
+#endif
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     a[m][2 * jj + h][0] = pg[2 * h];
@@ -464,7 +484,16 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
                     for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
         }
+#ifdef TF_ABL_NO_MMA
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int k = 0; k < 4; ++k) d[m][nt][k] = __uint_as_float(a[m][nt & 3][k] & 0x3f7fffffu);
+#else
         wg_group_mma<NT, MT, FRESH>(d, a, st, ring_at + (j % STAGES) * St::BYTES);
+#endif
         // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
         const float* xsum = reinterpret_cast<const float*>(st + St::XSUMS);
         float sx[NT];  // row nt·TILE_ROWS + t's sum over the group
@@ -484,8 +513,13 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 const HiLo v = hi_plus_lo(d[m][nt]);
+#ifdef TF_ABL_NO_FOLD
+                acc[m][nt][0] += v.g;
+                acc[m][nt][1] += v.g8;
+#else
                 acc[m][nt][0] = fmaf(sb[1], sx[nt], fmaf(sb[0], v.g, acc[m][nt][0]));
                 acc[m][nt][1] = fmaf(sb[3], sx[nt], fmaf(sb[2], v.g8, acc[m][nt][1]));
+#endif
             }
         }
         const int rj = r;
