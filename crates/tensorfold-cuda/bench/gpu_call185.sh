@@ -1,12 +1,13 @@
 #!/bin/bash
 # gpu_call185.sh FINAL BUDGET_S BIN: why the bf16 round kernels move fewer bytes a second than the 1-row kernel,
-# and two switches. The checks of main, -DTF_WG_RFAST (split launches' blocks with the residues fastest) and
-# -DTF_DN_EARLY_STATE (the DeltaNet state read before the wait); the walk-order microbenchmark
-# (probe/walk_order.cu, built there with nvcc); quick benches of 27B MLX4 (main, rfast, dnearly) and 27B bf16
-# (main, rfast, the gate/up launch split too, both), in turn, twice; the k16 slot-order probe (probe/k16_order.cu,
-# likewise); the 4-bit round kernel's timing ablations (project_wgmma.cu TF_ABL_*), once each. Seven images
-# precompiled into the carried cache: plain, TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST, -DTF_DN_EARLY_STATE and
-# -DTF_ABL_NO_DEQUANT, _NO_FOLD, _NO_MMA, _NO_XTILE.
+# and what the switches built without a GPU are worth. The checks of main, -DTF_WG_RFAST (split launches' blocks
+# with the residues fastest), -DTF_DN_EARLY_STATE (the DeltaNet state read before the wait) and
+# TENSORFOLD_CUDA_WGMMA_GEMM=wide (the bf16 prompt GEMM on 128 × 128 blocks); two probes built there with nvcc
+# (probe/walk_order.cu, probe/k16_order.cu); quick benches of 27B MLX4 (main, rfast, dnearly; twice, in turn) and
+# of the 4-bit round kernel's timing ablations (project_wgmma.cu TF_ABL_*, once each); quick benches of 27B bf16
+# (main, rfast, rfast with the gate/up launch split too, wide; twice, in turn) and a 16k prefill (main, wide).
+# Seven images precompiled into the carried cache: plain, TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST,
+# -DTF_DN_EARLY_STATE and -DTF_ABL_NO_DEQUANT, _NO_FOLD, _NO_MMA, _NO_XTILE.
 FINAL=${1:?out dir}; BUDGET=${2:-480}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
@@ -16,6 +17,8 @@ RF="TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST"
 DE="TENSORFOLD_CUDA_DEFINES=-DTF_DN_EARLY_STATE"
 image_checks rfast "$BIN" "$RF"
 image_checks dnearly "$BIN" "$DE"
+WIDE="TENSORFOLD_CUDA_WGMMA_GEMM=wide"
+image_checks wide "$BIN" "$WIDE"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 step probe-build 60 "$NVCC" -O3 -arch=sm_90a -std=c++17 -o /tmp/walk_order "$(dirname "$0")/probe/walk_order.cu"
 tail -3 "$OUT/probe-build.log"
@@ -35,7 +38,12 @@ variants ab $M 1 main=TF_MAIN=1 nodeq=TENSORFOLD_CUDA_DEFINES=-DTF_ABL_NO_DEQUAN
 rm -rf $M
 B=/dev/shm/b27
 step synth-27b-bf16 150 "$BIN" synth --shape 27b --format bf16 --threads 16 --out $B
-variants bf $B 2 main=TF_MAIN=1 rfast=$RF split=TENSORFOLD_CUDA_WGMMA_SPLIT=545 \
-  "rsplit=$RF TENSORFOLD_CUDA_WGMMA_SPLIT=545"
+variants bf $B 2 main=TF_MAIN=1 rfast=$RF "rsplit=$RF TENSORFOLD_CUDA_WGMMA_SPLIT=545" wide=$WIDE
+# The wide prompt GEMM where the target is measured: a 16k prefill, main then wide.
+for v in main=TF_MAIN=1 wide=$WIDE; do
+  step "bf16k-${v%%=*}" 45 env ${v#*=} "$BIN" bench --device cuda --model $B --decode-tokens 4 --repeat 1 --quick \
+    --prefill-lens 16384
+  grep -E 'prefill' "$OUT/bf16k-${v%%=*}.log" | sed "s/^/bf16k-${v%%=*} /"
+done
 rm -rf $B
 finish "$FINAL"

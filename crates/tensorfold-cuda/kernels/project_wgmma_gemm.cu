@@ -35,14 +35,18 @@
 // warp's loads hit distinct banks). 4-bit (tile-major, common.cu): each 16-output tile's 512 bytes
 // of codes as stored, then each tile's scales and biases (16 raw values each, in 64-byte slots), then the rows' two
 // x chunk sums of the group.
-template <bool Q4, int WGS>
+// NTB: n-tiles of 8 B columns a block (GWG_NT, or 32 for the wide bf16 build: 128 rows).
+template <bool Q4, int WGS, int NTB = GWG_NT>
 struct GwgStage {
+    static constexpr int NT = NTB;                              // n-tiles a block
+    static constexpr int ROWS = NTB * TILE_ROWS;                // rows a block
+    static constexpr int BB = NTB * 1024;                       // bytes of one group's B tiles for the block's rows
     static constexpr int OUTS = 64 * WGS;                       // outputs a block
     static constexpr int TILES = OUTS / 16;                     // 16-output tiles a block
-    static constexpr int CODES = GWG_B;                         // 4-bit: the codes
+    static constexpr int CODES = BB;                            // 4-bit: the codes
     static constexpr int PARAMS = CODES + TILES * 512;          // 4-bit: tile k's scales at PARAMS + 128k, biases + 64
     static constexpr int XSUMS = PARAMS + TILES * 128;          // 4-bit: row r's two chunk sums at XSUMS + 8r
-    static constexpr int BYTES = Q4 ? XSUMS + GWG_ROWS * 8 : GWG_B + OUTS * 128;
+    static constexpr int BYTES = Q4 ? XSUMS + ROWS * 8 : BB + OUTS * 128;
     static constexpr int THREADS = 128 * WGS;
 };
 
@@ -65,7 +69,7 @@ struct GwgWeights {
     int tile, rb;                                                                                         \
     gemm_block<false>(tile, rb);                                                                          \
     GwgWalk k;                                                                                            \
-    k.q0 = rb * (GWG_ROWS / 16);                                                                          \
+    k.q0 = rb * (St::ROWS / 16);                                                                          \
     k.nq = (rows + 15) / 16;                                                                              \
     k.ob = tile * St::OUTS;                                                                               \
     k.rows = rows;                                                                                        \
@@ -88,23 +92,23 @@ struct GwgWeights {
 // each thread stores its totals tot[nt][0..1].
 #define GWG_STORE_TOTALS                                                                                   \
     for (int rr = max(k.groups, 1); rr < nw; ++rr)                                                         \
-        _Pragma("unroll") for (int nt = 0; nt < GWG_NT; ++nt) tot[nt][0] = tot[nt][0] + 0.0f,              \
+        _Pragma("unroll") for (int nt = 0; nt < St::NT; ++nt) tot[nt][0] = tot[nt][0] + 0.0f,              \
                                                               tot[nt][1] = tot[nt][1] + 0.0f;              \
-    _Pragma("unroll") for (int nt = 0; nt < GWG_NT; ++nt)                                                  \
+    _Pragma("unroll") for (int nt = 0; nt < St::NT; ++nt)                                                  \
         _Pragma("unroll") for (int i = 0; i < 2; ++i) {                                                    \
-            const int o = k.ob + 16 * warp + g + 8 * i, row = rb * GWG_ROWS + nt * TILE_ROWS + t;          \
+            const int o = k.ob + 16 * warp + g + 8 * i, row = rb * St::ROWS + nt * TILE_ROWS + t;          \
             if (o < out && row < rows) y[(size_t)row * out + o] = tot[nt][i];                              \
         }
 
 // Copies group G's B tiles of row blocks q0 … q0 + 3 (of nq; past the last, the last again: those columns are never
 // written) and its weights of outputs ob … (past the last output, the last again) into stage `st`; for 4-bit
 // weights also the scales and biases of the block's tiles and the chunk sums of its rows (from row 16·q0).
-template <bool Q4, typename S, int WGS>
+template <bool Q4, typename S, int WGS, int NTB = GWG_NT>
 __device__ __forceinline__ void gwg_issue(SmemAddr st, int G, const unsigned char* __restrict__ bt,
                                           const GwgWeights<S>& wt, int q0, int nq, int ob, int out, int rows,
                                           int cols, int groups) {
-    typedef GwgStage<Q4, WGS> St;
-    constexpr int T = St::THREADS, BC = GWG_B / 16;
+    typedef GwgStage<Q4, WGS, NTB> St;
+    constexpr int T = St::THREADS, BC = St::BB / 16;
     const int tid = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < (BC + T - 1) / T; ++i) {
@@ -120,7 +124,7 @@ __device__ __forceinline__ void gwg_issue(SmemAddr st, int G, const unsigned cha
             const int c = tid + i * T, o = c >> 3, k = c & 7;
             const u16* src = reinterpret_cast<const u16*>(wt.w) + (size_t)min(ob + o, out - 1) * cols +
                              (size_t)G * 64 + k * 8;
-            cp_async16(st + GWG_B + o * 128 + ((k ^ (o & 1)) * 16), src, true);
+            cp_async16(st + St::BB + o * 128 + ((k ^ (o & 1)) * 16), src, true);
         }
     } else {
         // Codes: 32 chunks a tile, one a thread (TILES · 32 = THREADS).
@@ -138,28 +142,52 @@ __device__ __forceinline__ void gwg_issue(SmemAddr st, int G, const unsigned cha
                        reinterpret_cast<const unsigned char*>(src) + part * 16, true);
         }
         // x's two chunk sums of the group, a row's pair per thread (two 4-byte copies).
-        if (tid < GWG_ROWS * 2) {
+        if (tid < St::ROWS * 2) {
             const int r = tid >> 1, row = min(q0 * 16 + r, rows - 1);
             cp_async4(st + St::XSUMS + tid * 4, wt.xs + (size_t)row * (cols / 32) + 2 * G + (tid & 1), true);
         }
     }
 }
 
+#if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// One m64n256k16 step of the wide build: d (32 n-tiles' C fragments, mma.sync's layout) += A·B, B by `desc`;
+// scale_d 0 takes no C.
+__device__ __forceinline__ void gwg_mma_n256(float (&d)[32][4], const u32 (&a)[4], u64 desc, int scale_d) {
+#define GWG_D4(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+        "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
+        "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+        "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,"
+        "%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,"
+        "%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}\n"
+        : GWG_D4(0), GWG_D4(1), GWG_D4(2), GWG_D4(3), GWG_D4(4), GWG_D4(5), GWG_D4(6), GWG_D4(7), GWG_D4(8),
+          GWG_D4(9), GWG_D4(10), GWG_D4(11), GWG_D4(12), GWG_D4(13), GWG_D4(14), GWG_D4(15), GWG_D4(16), GWG_D4(17),
+          GWG_D4(18), GWG_D4(19), GWG_D4(20), GWG_D4(21), GWG_D4(22), GWG_D4(23), GWG_D4(24), GWG_D4(25), GWG_D4(26),
+          GWG_D4(27), GWG_D4(28), GWG_D4(29), GWG_D4(30), GWG_D4(31)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d)
+        : "memory");
+#undef GWG_D4
+}
+#endif
+
 // d += A·B for one group's four k16 steps: a[q] the A fragment of step q, the B operand at `bt` (`bts` its shared
-// address), 128 columns. Committed as one wgmma group; not waited for here. FRESH: the first step takes no C
-// (FRESH_GROUPS, project_mma.cu), modelled on the emulator as a C of +0.
-template <bool FRESH = false>
-__device__ __forceinline__ void gwg_group_mma(float (&d)[GWG_NT][4], u32 (&a)[4][4], const unsigned char* bt,
+// address), 8·NTB columns (m64n128k16, or m64n256k16 for the wide build). Committed as one wgmma group; not waited
+// for here. FRESH: the first step takes no C (FRESH_GROUPS, project_mma.cu), modelled on the emulator as a C of +0.
+template <bool FRESH = false, int NTB = GWG_NT>
+__device__ __forceinline__ void gwg_group_mma(float (&d)[NTB][4], u32 (&a)[4][4], const unsigned char* bt,
                                               SmemAddr bts) {
 #ifdef TF_EMU
     // The emulator feeds each n-tile to its mma.sync model with the B words mma.sync's lanes would hold.
     (void)bts;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     if (FRESH)
-        for (int nt = 0; nt < GWG_NT; ++nt)
+        for (int nt = 0; nt < NTB; ++nt)
             for (int i = 0; i < 4; ++i) d[nt][i] = 0.0f;
     for (int q = 0; q < 4; ++q)
-        for (int nt = 0; nt < GWG_NT; ++nt) {
+        for (int nt = 0; nt < NTB; ++nt) {
             const unsigned char* s = bt + q * WG_STEP;
             const u32 b0 = *reinterpret_cast<const u32*>(s + wg_b_at(nt * 8 + g, 2 * t));
             const u32 b1 = *reinterpret_cast<const u32*>(s + wg_b_at(nt * 8 + g, 2 * t + 8));
@@ -177,16 +205,20 @@ __device__ __forceinline__ void gwg_group_mma(float (&d)[GWG_NT][4], u32 (&a)[4]
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
         const u64 desc = wg_desc(bts + q * WG_STEP);
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-            "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
-            "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
-            "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
-            : GWG_D(0), GWG_D(1), GWG_D(2), GWG_D(3), GWG_D(4), GWG_D(5), GWG_D(6), GWG_D(7), GWG_D(8), GWG_D(9),
-              GWG_D(10), GWG_D(11), GWG_D(12), GWG_D(13), GWG_D(14), GWG_D(15)
-            : "r"(a[q][0]), "r"(a[q][1]), "r"(a[q][2]), "r"(a[q][3]), "l"(desc), "r"(FRESH && q == 0 ? 0 : 1)
-            : "memory");
+        if constexpr (NTB == 32)
+            gwg_mma_n256(d, a[q], desc, FRESH && q == 0 ? 0 : 1);
+        else {
+            asm volatile(
+                "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+                "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
+                "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+                : GWG_D(0), GWG_D(1), GWG_D(2), GWG_D(3), GWG_D(4), GWG_D(5), GWG_D(6), GWG_D(7), GWG_D(8), GWG_D(9),
+                  GWG_D(10), GWG_D(11), GWG_D(12), GWG_D(13), GWG_D(14), GWG_D(15)
+                : "r"(a[q][0]), "r"(a[q][1]), "r"(a[q][2]), "r"(a[q][3]), "l"(desc), "r"(FRESH && q == 0 ? 0 : 1)
+                : "memory");
+        }
     }
 #undef GWG_D
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -198,12 +230,13 @@ __device__ __forceinline__ void gwg_group_mma(float (&d)[GWG_NT][4], u32 (&a)[4]
 
 // Waits until this warpgroup's committed wgmmas have finished; when the accumulators are to be read (`read`) they
 // are pinned after the wait, so nothing reads them before it.
-__device__ __forceinline__ void gwg_wait(float (&d)[GWG_NT][4], bool read) {
+template <int NTB = GWG_NT>
+__device__ __forceinline__ void gwg_wait(float (&d)[NTB][4], bool read) {
 #if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     if (read)
 #pragma unroll
-        for (int nt = 0; nt < GWG_NT; ++nt)
+        for (int nt = 0; nt < NTB; ++nt)
 #pragma unroll
             for (int k = 0; k < 4; ++k) asm volatile("" : "+f"(d[nt][k])::"memory");
 #else
@@ -254,7 +287,7 @@ __device__ __forceinline__ void gwg_group(int j, int jobs, GwgWalk& k, unsigned 
             pairs_a4_masked(jj ? cg.y : cg.x, mask, pg);
             pairs_a4_masked(jj ? cg8.y : cg8.x, mask, pg8);
         } else {
-            const unsigned char* wa = smem + st + GWG_B + (16 * warp + g) * 128;
+            const unsigned char* wa = smem + st + St::BB + (16 * warp + g) * 128;
             const int at = ((2 * t + jj) ^ (g & 1)) * 16;  // outputs o and o + 8 have g's parity
             pairs_bf16(*reinterpret_cast<const uint4*>(wa + at), pg);
             pairs_bf16(*reinterpret_cast<const uint4*>(wa + 8 * 128 + at), pg8);

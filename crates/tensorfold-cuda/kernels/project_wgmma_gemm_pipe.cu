@@ -22,12 +22,12 @@
 
 // Group j of a pipelined bf16 walk: A fragments into `a` (the other set, `prev`, held group j − 1's), the group's
 // wgmmas issued, then group j − 1's waited for.
-template <typename S, int WGS, int D>
+template <typename S, int WGS, int D, int NTB = GWG_NT>
 __device__ __forceinline__ void gwg_bf16_step(int j, int jobs, GwgWalk& k, unsigned char* smem, SmemAddr smem_s,
                                               const unsigned char* __restrict__ bt, const GwgWeights<S>& wt,
-                                              int out, int cols, float (&d)[GWG_NT][4], u32 (&a)[4][4],
+                                              int out, int cols, float (&d)[NTB][4], u32 (&a)[4][4],
                                               u32 (&prev)[4][4]) {
-    typedef GwgStage<false, WGS> St;
+    typedef GwgStage<false, WGS, NTB> St;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
     cp_async_wait<D - 3>();  // this thread's copies of group j have landed
 #ifndef TF_EMU
@@ -35,13 +35,13 @@ __device__ __forceinline__ void gwg_bf16_step(int j, int jobs, GwgWalk& k, unsig
 #endif
     __syncthreads();  // every thread's copies of group j are in; every warpgroup has waited for group j − 2
     if (j + D - 2 < jobs) {
-        gwg_issue<false, S, WGS>(smem_s + ((unsigned)(j + D - 2) % D) * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob,
-                                 out, k.rows, cols, k.groups);
+        gwg_issue<false, S, WGS, NTB>(smem_s + ((unsigned)(j + D - 2) % D) * St::BYTES, k.Gi, bt, wt, k.q0, k.nq,
+                                      k.ob, out, k.rows, cols, k.groups);
         GWG_NEXT_GROUP(k);
     }
     cp_async_commit();
     const unsigned st = ((unsigned)j % D) * St::BYTES;
-    const unsigned char* wa = smem + st + GWG_B + (16 * warp + g) * 128;
+    const unsigned char* wa = smem + st + St::BB + (16 * warp + g) * 128;
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
         u32 pg[4], pg8[4];
@@ -56,7 +56,7 @@ __device__ __forceinline__ void gwg_bf16_step(int j, int jobs, GwgWalk& k, unsig
             a[2 * jj + h][3] = pg8[2 * h + 1];
         }
     }
-    gwg_group_mma<false>(d, a, smem + st, smem_s + st);
+    gwg_group_mma<false, NTB>(d, a, smem + st, smem_s + st);
 #if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // group j − 1's wgmmas are done ...
 #pragma unroll
@@ -68,19 +68,19 @@ __device__ __forceinline__ void gwg_bf16_step(int j, int jobs, GwgWalk& k, unsig
 #endif
 }
 
-// y = x Wᵀ for bf16 weights by the pipelined walk (GEMM_PIPE): project_wgmma_gemm's blocks, residues and bits.
-template <typename S, int WGS>
+// y = x Wᵀ for bf16 weights by the pipelined walk (GEMM_PIPE): project_wgmma_gemm's blocks, residues and bits;
+// NTB n-tiles a block (GWG_NT: 64 rows; 32: the wide build's 128), D stages.
+template <typename S, int WGS, int NTB = GWG_NT, int D = GWG_BF16_PIPE_STAGES>
 __device__ __forceinline__ void project_wgmma_gemm_bf16_pipe(const GwgWeights<S>& wt, float* __restrict__ y,
                                                              int rows, int out, int cols, int nw,
                                                              const u32* __restrict__ b_tiles) {
-    typedef GwgStage<false, WGS> St;
-    constexpr int D = GWG_BF16_PIPE_STAGES;
+    typedef GwgStage<false, WGS, NTB> St;
     GWG_WALK_SETUP;
 #pragma unroll
     for (int s = 0; s < D - 2; ++s) {
         if (s < jobs) {
-            gwg_issue<false, S, WGS>(smem_s + s * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob, out, rows, cols,
-                                     k.groups);
+            gwg_issue<false, S, WGS, NTB>(smem_s + s * St::BYTES, k.Gi, bt, wt, k.q0, k.nq, k.ob, out, rows, cols,
+                                          k.groups);
             GWG_NEXT_GROUP(k);
         }
         cp_async_commit();
@@ -94,10 +94,10 @@ __device__ __forceinline__ void project_wgmma_gemm_bf16_pipe(const GwgWeights<S>
 #else
     asm volatile("mov.b32 %0, 0;" : "=f"(zero));
 #endif
-    float d[GWG_NT][4], tot[GWG_NT][2];
+    float d[NTB][4], tot[NTB][2];
     u32 a0[4][4], a1[4][4];
 #pragma unroll
-    for (int nt = 0; nt < GWG_NT; ++nt) {
+    for (int nt = 0; nt < NTB; ++nt) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) d[nt][i] = zero;
         tot[nt][0] = tot[nt][1] = 0.0f;
@@ -112,10 +112,10 @@ __device__ __forceinline__ void project_wgmma_gemm_bf16_pipe(const GwgWeights<S>
         const int n = (k.groups - 1 - r) / nw + 1;
         int i = 0;
         for (; i + 1 < n; i += 2) {
-            gwg_bf16_step<S, WGS, D>(j++, jobs, k, smem, smem_s, bt, wt, out, cols, d, a0, a1);
-            gwg_bf16_step<S, WGS, D>(j++, jobs, k, smem, smem_s, bt, wt, out, cols, d, a1, a0);
+            gwg_bf16_step<S, WGS, D, NTB>(j++, jobs, k, smem, smem_s, bt, wt, out, cols, d, a0, a1);
+            gwg_bf16_step<S, WGS, D, NTB>(j++, jobs, k, smem, smem_s, bt, wt, out, cols, d, a1, a0);
         }
-        if (i < n) gwg_bf16_step<S, WGS, D>(j++, jobs, k, smem, smem_s, bt, wt, out, cols, d, a0, a1);
+        if (i < n) gwg_bf16_step<S, WGS, D, NTB>(j++, jobs, k, smem, smem_s, bt, wt, out, cols, d, a0, a1);
         gwg_wait(d, true);  // the residue's last group is done; the accumulators are read below
 #if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #pragma unroll
@@ -125,7 +125,7 @@ __device__ __forceinline__ void project_wgmma_gemm_bf16_pipe(const GwgWeights<S>
 #endif
         // The decode finish adds warp r's sums after warp r − 1's.
 #pragma unroll
-        for (int nt = 0; nt < GWG_NT; ++nt) {
+        for (int nt = 0; nt < NTB; ++nt) {
             const HiLo v = hi_plus_lo(d[nt]);
             tot[nt][0] = r == 0 ? v.g : tot[nt][0] + v.g;
             tot[nt][1] = r == 0 ? v.g8 : tot[nt][1] + v.g8;
@@ -151,6 +151,20 @@ __device__ __forceinline__ void project_wgmma_gemm_bf16_pipe(const GwgWeights<S>
     }
 WGMMA_GEMM_BF16(2)
 WGMMA_GEMM_BF16(3)
+
+// The wide build (project_gemm.rs, TENSORFOLD_CUDA_WGMMA_GEMM=wide): blocks of 2 warpgroups over 128 outputs × 128
+// rows, m64n256k16, 4 stages of 48 KB. Why: at 64 rows a block the pipelined walk needs about 149 bytes a cycle of
+// shared memory at the tensor cores' full rate (each warpgroup's wgmmas read B: 64; A by LDS: 32; the copies: 53)
+// against the SM's 128; at 128 rows about 127 (64, 16, 47), so its ceiling is the tensor cores'. The same groups,
+// chains and residue order, so the same bits.
+#define GWG_WIDE_STAGES 4
+extern "C" __global__ void __launch_bounds__(256, 1) project_wgmma_gemm_bf16_w2n256(
+    const u16* xh, const u16* xl, const u16* w, float* y, int rows, int out, int cols, int nw, const u32* b_tiles) {
+    kernel_entry();
+    (void)xh, (void)xl;
+    const GwgWeights<F32T> wt{w, nullptr, nullptr, nullptr};
+    project_wgmma_gemm_bf16_pipe<F32T, 2, 32, GWG_WIDE_STAGES>(wt, y, rows, out, cols, nw, b_tiles);
+}
 
 // MLX 4-bit g64 weights, scales and biases of type S.
 #define WGMMA_GEMM_A4(WGS, NAME, S)                                                                               \

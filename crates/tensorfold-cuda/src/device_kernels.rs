@@ -87,6 +87,7 @@ pub fn kernel_names() -> Vec<String> {
         v.push(format!("project_wgmma_bf16{suffix}"));
     }
     v.push("project_gemm_bf16".into());
+    v.push("project_wgmma_gemm_bf16_w2n256".into());
     for wgs in [2, 3] {
         v.push(format!("project_wgmma_gemm_bf16_w{wgs}"));
         for dt in ["f32", "f16", "bf16"] {

@@ -60,7 +60,7 @@ pub(super) fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -
 /// (default 3: 192 outputs × 64 rows a block, one block an SM), or 0 to keep the mma.sync prompt kernel
 /// (project_gemm.cu; for same-run comparisons, the bits are the same). Calls 116 and 117, 16k prefills with 3
 /// and 2: 27B bf16 1,917 and 1,865 tok/s; 27B MLX4 1,722 and 1,642 (its 4-bit build of 3 spills 24 bytes, and
-/// is faster all the same).
+/// is faster all the same). `wide` keeps 3 for 4-bit weights and gives bf16 ones the wide build (wide_bf16).
 fn wgmma_gemm_warpgroups() -> usize {
     static WGS: OnceLock<usize> = OnceLock::new();
     *WGS.get_or_init(
@@ -71,6 +71,32 @@ fn wgmma_gemm_warpgroups() -> usize {
         },
     )
 }
+
+/// Whether bf16 prompt chunks take the wide wgmma build (`TENSORFOLD_CUDA_WGMMA_GEMM=wide`, not yet timed):
+/// 2 warpgroups over 128 outputs × 128 rows a block (project_wgmma_gemm_pipe.cu says why), the same bits.
+fn wide_bf16() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_GEMM").is_ok_and(|v| v == "wide"))
+}
+
+/// How a wgmma prompt kernel is launched: a block's outputs, rows and threads, its dynamic shared memory.
+struct GemmShape {
+    outputs: usize,
+    rows: usize,
+    threads: usize,
+    smem: usize,
+}
+
+/// The wide build: 4 stages of one group's B tiles for 128 rows (32 KB) and 128 outputs' weights (16 KB).
+const WIDE_BF16: (&str, GemmShape) = (
+    "project_wgmma_gemm_bf16_w2n256",
+    GemmShape {
+        outputs: 128,
+        rows: 128,
+        threads: 256,
+        smem: 4 * (32768 + 16384),
+    },
+);
 
 /// Whether the wgmma prompt kernel is switched on (it runs where the device has the wgmma kernels).
 pub(super) fn wgmma_gemm_on() -> bool {
@@ -115,16 +141,30 @@ pub(super) fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, gemm: &str) -> 
     if !dev.wgmma || wgs == 0 {
         return None;
     }
-    let name = wgmma_gemm_name(gemm, wgs)?;
-    let smem = wgmma_gemm_smem(wgs, matches!(w, CudaMatrix::Affine { .. }));
-    if smem > dev.max_dynamic_smem() {
+    let mut name = wgmma_gemm_name(gemm, wgs)?;
+    let q4 = matches!(w, CudaMatrix::Affine { .. });
+    let mut shape = &GemmShape {
+        outputs: 64 * wgs,
+        rows: 64,
+        threads: 128 * wgs,
+        smem: wgmma_gemm_smem(wgs, q4),
+    };
+    if gemm == "project_gemm_bf16" && wide_bf16() {
+        name = WIDE_BF16.0.to_string();
+        shape = &WIDE_BF16.1;
+    }
+    if shape.smem > dev.max_dynamic_smem() {
         return None;
     }
     let tiles = prepared(dev, x).b_tiles.as_ref()?;
     let launch = SplitWalk {
-        grid: (blocks(w.rows(), 64 * wgs), blocks(x.rows, 64), 1),
-        threads: (128 * wgs) as u32,
-        smem: smem as u32,
+        grid: (
+            blocks(w.rows(), shape.outputs),
+            blocks(x.rows, shape.rows),
+            1,
+        ),
+        threads: shape.threads as u32,
+        smem: shape.smem as u32,
         extra: &[Arg::P(dev.ptr(tiles))],
     };
     Some(launch_split_walk(dev, x, w, &name, launch))
@@ -184,6 +224,9 @@ mod tests {
                 assert!(smem <= 226 * 1024, "{name}: {smem} bytes");
             }
         }
+        let (wide, shape) = &super::WIDE_BF16;
+        assert!(module.contains(&wide.to_string()), "{wide} is not built");
+        assert!(shape.smem <= 226 * 1024, "{wide}: {} bytes", shape.smem);
     }
 
     #[test]
