@@ -42,14 +42,6 @@ __device__ __forceinline__ void kernel_entry() {
 // project_mma_bf16, and the wgmma rounds).
 __device__ __forceinline__ void entry_after_weights() {}
 
-// The first statement of the DeltaNet recurrence kernels: kernel_entry, unless -DTF_DN_EARLY_STATE has them read
-// their rows of the state first (deltanet.cu dn_start says why that is safe), and then call kernel_entry after.
-__device__ __forceinline__ void entry_after_state() {
-#ifndef TF_DN_EARLY_STATE
-    kernel_entry();
-#endif
-}
-
 // The last statement of a decode projection: its last `blocks` blocks, as they finish, ask L2 for the first bytes
 // of the projection that came after this one last round (src/ahead.rs learns which), up to three ranges (4-bit
 // codes, scales, biases; bf16 weights), each split evenly over those blocks. Between two projections of a decode

@@ -32,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(256, 8)
 }
 
 // A block's share of a head's state: value-dim rows j0 + warp + DN_WARPS·m (m < VM), key dims lane + 32·kk.
-template <int VM, bool CG = false>
+template <int VM>
 __device__ __forceinline__ void dn_load(float (&S)[VM][KMAX], const float* __restrict__ src, int j0, int Dk,
                                         int Dv) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -42,8 +42,7 @@ __device__ __forceinline__ void dn_load(float (&S)[VM][KMAX], const float* __res
 #pragma unroll
         for (int kk = 0; kk < KMAX; ++kk) {
             const int d = lane + 32 * kk;
-            const float* p = src + (size_t)j * Dk + d;
-            S[m][kk] = (j < Dv && d < Dk) ? (CG ? __ldcg(p) : *p) : 0.0f;
+            S[m][kk] = (j < Dv && d < Dk) ? src[(size_t)j * Dk + d] : 0.0f;
         }
     }
 }
@@ -220,27 +219,6 @@ struct DnBlock {
     }
 };
 
-// A recurrence kernel's start: block b's rows of its slot's state into S, and the state's address.
-// With -DTF_DN_EARLY_STATE the rows are read before kernel_entry's wait, while the launch before (the round's
-// dn_conv, or another slot's replay in a keep) finishes: once this kernel runs, that launch has passed its own
-// wait, so every launch before it is done, and no launch since the state was last written writes a state or the
-// staged array of their addresses (dn_conv writes its outputs and conv tails; the arena is uploaded before a
-// graph's launches). The reads go to L2 (cg), where those writes are. Then the kernel waits as every kernel does
-// before it reads anything the launch before writes. Without the switch the kernel waits first (entry_after_state).
-template <int VM>
-__device__ __forceinline__ float* dn_start(float (&S)[VM][KMAX], const u64* __restrict__ states, const DnBlock<VM>& b,
-                                           int Dk, int Dv) {
-#ifdef TF_DN_EARLY_STATE
-    float* st = reinterpret_cast<float*>(__ldcg(states + b.s)) + b.h * b.hs;
-    dn_load<VM, true>(S, st, b.j0, Dk, Dv);
-    kernel_entry();
-#else
-    float* st = reinterpret_cast<float*>(states[b.s]) + b.h * b.hs;
-    dn_load<VM>(S, st, b.j0, Dk, Dv);
-#endif
-    return st;
-}
-
 // Before a row that branches, S becomes the round's start state (restore −2) or snapshot `restore` (≥ 0).
 template <int VM>
 __device__ __forceinline__ void dn_restore(float (&S)[VM][KMAX], int restore, const u64* __restrict__ starts,
@@ -271,8 +249,9 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
     const DnBlock<VM> b(Hk, Hv, Dk, Dv);
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
     const size_t hs = b.hs;
+    float* st = reinterpret_cast<float*>(states[s]) + h * hs;
     float S[VM][KMAX];
-    float* st = dn_start<VM>(S, states, b, Dk, Dv);
+    dn_load<VM>(S, st, j0, Dk, Dv);
     const float q_scale = 1.0f / sqrtf((float)Dk);
     const float neg_a = -expf(a_log[h]);
     // The next entry's inputs are loaded before this entry's step (they do not depend on the state), so a
@@ -300,7 +279,7 @@ __device__ __forceinline__ void dn_recur_rows(const float* __restrict__ x, const
         const float* x, const float* bg, const float* ag, float* out, const float* a_log, const float* dt_bias, \
         const u64* states, const u64* starts, float* snaps, const int* list, const int* slot_off, int Hk,       \
         int Hv, int Dk, int Dv, int write_out) {                                                                \
-        entry_after_state(); /* with TF_DN_EARLY_STATE: kernel_entry in dn_start, after the state's rows */     \
+        kernel_entry();                                                                                         \
         FN<VM>(x, bg, ag, out, a_log, dt_bias, states, starts, snaps, list, slot_off, Hk, Hv, Dk, Dv, write_out); \
     }
 DN_RECUR(dn_recur_v, dn_recur_rows, 1)
@@ -439,8 +418,9 @@ __device__ __forceinline__ void dn_recur_ring(const float* __restrict__ x, const
     const DnBlock<VM> b(Hk, Hv, Dk, Dv);
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
     const size_t hs = b.hs;
+    float* st = reinterpret_cast<float*>(states[s]) + h * hs;
     float S[VM][KMAX];
-    float* st = dn_start<VM>(S, states, b, Dk, Dv);
+    dn_load<VM>(S, st, j0, Dk, Dv);
     const float q_scale = 1.0f / sqrtf((float)Dk);
     const float neg_a = -expf(a_log[h]);
     const float dtb = dt_bias[h];

@@ -162,8 +162,9 @@ __device__ __forceinline__ void dn_recur_batch(const float* __restrict__ x, cons
     const DnBlock<VM> b(Hk, Hv, Dk, Dv);
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C;
     const size_t hs = b.hs;
+    float* st = reinterpret_cast<float*>(states[s]) + h * hs;
     float S[VM][KMAX];
-    float* st = dn_start<VM>(S, states, b, Dk, Dv);
+    dn_load<VM>(S, st, j0, Dk, Dv);
     const float q_scale = 1.0f / sqrtf((float)Dk);
     const float neg_a = -expf(a_log[h]);
     const float dtb = dt_bias[h];

@@ -42,7 +42,6 @@ struct DnOct {
 };
 
 // The thread's state: S[i][kk] is dim t + 8i + 32·kk of its row (zeros past Dk and Dv, as dn_load).
-template <bool CG = false>
 __device__ __forceinline__ void oct_load(float (&S)[4][KMAX], const float* __restrict__ src, int j, int t, int Dk,
                                          int Dv) {
 #pragma unroll
@@ -50,8 +49,7 @@ __device__ __forceinline__ void oct_load(float (&S)[4][KMAX], const float* __res
 #pragma unroll
         for (int kk = 0; kk < KMAX; ++kk) {
             const int d = t + 8 * i + 32 * kk;
-            const float* p = src + (size_t)j * Dk + d;
-            S[i][kk] = (j < Dv && d < Dk) ? (CG ? __ldcg(p) : *p) : 0.0f;
+            S[i][kk] = (j < Dv && d < Dk) ? src[(size_t)j * Dk + d] : 0.0f;
         }
 }
 
@@ -213,7 +211,7 @@ extern "C" __global__ void __launch_bounds__(DN_OCT_THREADS)
                  const u64* __restrict__ states, const u64* __restrict__ starts, float* __restrict__ snaps,
                  const int* __restrict__ list, const int* __restrict__ slot_off, int Hk, int Hv, int Dk, int Dv,
                  int write_out) {
-    entry_after_state();
+    kernel_entry();
     typedef DnOctSlot Sl;
     constexpr int NB = DN_OCT_N;
     write_out &= 1;
@@ -223,16 +221,9 @@ extern "C" __global__ void __launch_bounds__(DN_OCT_THREADS)
     const DnOct o;
     const int h = b.h, j0 = b.j0, s = b.s, kh = b.kh, KT = b.KT, C = b.C, j = j0 + o.r;
     const size_t hs = b.hs;
-    float S[4][KMAX];
-#ifdef TF_DN_EARLY_STATE
-    // The state's rows before the wait, as deltanet.cu's dn_start reads them (and why that is safe).
-    float* st = reinterpret_cast<float*>(__ldcg(states + s)) + h * hs;
-    oct_load<true>(S, st, j, o.t, Dk, Dv);
-    kernel_entry();
-#else
     float* st = reinterpret_cast<float*>(states[s]) + h * hs;
+    float S[4][KMAX];
     oct_load(S, st, j, o.t, Dk, Dv);
-#endif
     const float q_scale = 1.0f / sqrtf((float)Dk);
     const float neg_a = -expf(a_log[h]);
     const float dtb = dt_bias[h];

@@ -24,17 +24,6 @@ __device__ __forceinline__ float opaque_zero() {
 #endif
 }
 
-// Timing ablations of the 4-bit round kernel (TENSORFOLD_CUDA_DEFINES, never on by default), each dropping one part
-// of a group's work so that a 16-row round's time shows what that part costs, as TENSORFOLD_CUDA_TWICE does for
-// launches: TF_ABL_NO_DEQUANT (A fragments one masked code word, no unpacking), TF_ABL_NO_FOLD (the group's sum added
-// without its scale and bias), TF_ABL_NO_MMA (no wgmma: the A words stand in for its sums), TF_ABL_NO_XTILE (x's B
-// tiles not copied: the tensor cores read zeros). Their outputs are wrong by design (finite, so a bench still runs).
-#ifdef TF_ABL_NO_XTILE
-#define ABL_XTILE false
-#else
-#define ABL_XTILE true
-#endif
-
 #if !defined(TF_EMU) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // The shared-memory matrix descriptor of a B step at `addr` (no swizzle; LBO 128, SBO 1,024).
 __device__ __forceinline__ u64 wg_desc(u32 addr) {
@@ -244,7 +233,7 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
     const int tid = threadIdx.x;
     const SmemAddr sa = smem_addr(st);
     const unsigned char* bt = src.tile + (size_t)G * WG_TILE;
-    if (X && ABL_XTILE) {
+    if (X) {
         cp_async16_tile(sa + tid * 16, bt);
         if (NT >= 4) cp_async16_tile(sa + 2048 + tid * 16, bt + 2048);  // columns 16..31 (rows 8..15)
         if (NT == 8) {                                                 // columns 32..63 (rows 16..31)
@@ -266,26 +255,6 @@ __device__ __forceinline__ void wg_issue(unsigned char* st, int G, const WgSourc
                           src.param[i] + (size_t)G * 16 * sizeof(typename S::raw), true);
     }
     if (X && src.xsum) cp_async4(sa + St::XSUMS + tid * 4, src.xsum + (size_t)G * 2, true);
-}
-
-// A split launch's grid is (output blocks, nw residues), and the GPU hands out blocks x fastest, so the blocks
-// running at once hold every output block's residue r before any of its residue r + 1: each 1 KB of a bf16
-// weight row (groups 8k … 8k + 7, one per residue) is then read 128 bytes at a time, far apart in time. With
-// -DTF_WG_RFAST a block takes its (output block, residue) from its place in that order with the residues
-// fastest, so an output block's nw blocks run side by side. Every (output block, residue) is still taken once,
-// and each output's sums are added in residue order as before, so the bits cannot change.
-__device__ __forceinline__ int wg_bx() {
-#ifdef TF_WG_RFAST
-    if (gridDim.y > 1) return (int)((blockIdx.y * gridDim.x + blockIdx.x) / gridDim.y);
-#endif
-    return (int)blockIdx.x;
-}
-__device__ __forceinline__ int wg_r0() {
-#ifdef TF_WG_RFAST
-    return (int)((blockIdx.y * gridDim.x + blockIdx.x) % gridDim.y);
-#else
-    return (int)blockIdx.y;
-#endif
 }
 
 // Where a block's walk goes after group G of residue r: the residue's next group, else the next residue's first.
@@ -331,8 +300,7 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
     } else {
         // This block's sums: PER_THREAD floats a thread, as float2s (m, nt).
         constexpr int PER_BLOCK = 128 * PER_THREAD, NTS = PER_THREAD / (2 * MT);
-        const int bx = wg_bx();
-        float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + bx) * PER_BLOCK) + tid;
+        float2* mine = reinterpret_cast<float2*>(partial + ((size_t)r0 * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -341,15 +309,15 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
         __threadfence();  // the sums are visible device-wide before the ticket says so
         __syncthreads();
         if (tid == 0) {
-            last = atomicAdd(&tickets[bx], 1u) == (u32)nw - 1;
-            if (last) tickets[bx] = 0;  // every block of this launch has taken its ticket
+            last = atomicAdd(&tickets[blockIdx.x], 1u) == (u32)nw - 1;
+            if (last) tickets[blockIdx.x] = 0;  // every block of this launch has taken its ticket
         }
         __syncthreads();
         if (!last) return;
         __threadfence();
         for (int rr = 0; rr < nw; ++rr) {
             const float2* theirs =
-                reinterpret_cast<const float2*>(partial + ((size_t)rr * gridDim.x + bx) * PER_BLOCK) + tid;
+                reinterpret_cast<const float2*>(partial + ((size_t)rr * gridDim.x + blockIdx.x) * PER_BLOCK) + tid;
 #pragma unroll
             for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -377,8 +345,7 @@ __device__ __forceinline__ void wg_finish(float (&tot)[MT][NT][2], const float (
 // A warpgroup's 64·MT outputs (4·MT tiles, warp w owning tiles w, 4 + w, …) × up to 4·NT rows: those of part `part`
 // (rows 32·part on; 0 but for the 64-column build).
 // gridDim.y == 1: the block walks every residue's groups in the decode kernels' order and writes y.
-// (The tickets and partial sums below are indexed by the output block wg_bx, which tells a row part's blocks apart
-// too.)
+// (The tickets and partial sums below are indexed by blockIdx.x, which tells a row part's blocks apart too.)
 // gridDim.y == nw: block (x, r) walks residue r, leaves its sums in `partial`, and the last of the nw blocks to
 // finish (a ticket each) adds them in residue order and writes y, then resets its ticket for the next launch.
 // Either way each output's sum is the decode kernels' fold: residue r's groups in order, the residues' sums
@@ -406,7 +373,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const int groups = cols / 64;
     const bool split = gridDim.y > 1;
     // The walk: residue r0 alone (split) or every residue, as (G, r) cursors for the copies and the math.
-    const int r0 = split ? wg_r0() : 0;
+    const int r0 = split ? (int)blockIdx.y : 0;
     const int jobs = split ? (r0 < groups ? (groups - 1 - r0) / nw + 1 : 0) : groups;
     const u32 mask = opaque_nibble_mask();
     // With TF_ZEROED_GROUPS the accumulators start each group at a +0 the compiler cannot see (told they are zero,
@@ -416,10 +383,6 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
     const unsigned char* btiles = reinterpret_cast<const unsigned char*>(b_tiles);
     (void)xh, (void)xl;  // x comes as b_tiles (prepare_store wrote them beside xh and xl)
     const WgSources<S, MT> src = wg_sources<S, NT, MT>(tile0, tiles, btiles, xs, codes, scales, biases, rows, cols, groups);
-#ifdef TF_ABL_NO_XTILE
-    for (int s = 0; s < STAGES; ++s)
-        for (int i = tid; i < St::CODES / 16; i += 128) reinterpret_cast<uint4*>(ring + s * St::BYTES)[i] = uint4{0, 0, 0, 0};
-#endif
     int Gi = r0, ri = r0;  // the copies' cursor
     // The first STAGES − 1 groups' weights before the previous kernel is done, x's pieces after (project_stream.cu's
     // early copies; 16-row rounds 1-1.5% faster, call 174 on the H200); the first commit takes both.
@@ -458,13 +421,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
             for (int jj = 0; jj < 2; ++jj) {
                 u32 pg[4], pg8[4];
-#ifdef TF_ABL_NO_DEQUANT
-                pg[0] = pg[1] = pg[2] = pg[3] = (jj ? cg.y : cg.x) & 0x3f3f3f3fu;
-                pg8[0] = pg8[1] = pg8[2] = pg8[3] = (jj ? cg8.y : cg8.x) & 0x3f3f3f3fu;
-#else
                 pairs_a4_masked(jj ? cg.y : cg.x, mask, pg);
                 pairs_a4_masked(jj ? cg8.y : cg8.x, mask, pg8);
-#endif
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     a[m][2 * jj + h][0] = pg[2 * h];
@@ -484,16 +442,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
                     for (int k = 0; k < 4; ++k) d[m][nt][k] = zero;
         }
-#ifdef TF_ABL_NO_MMA
-#pragma unroll
-        for (int m = 0; m < MT; ++m)
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int k = 0; k < 4; ++k) d[m][nt][k] = __uint_as_float(a[m][nt & 3][k] & 0x3f7fffffu);
-#else
         wg_group_mma<NT, MT, FRESH>(d, a, st, ring_at + (j % STAGES) * St::BYTES);
-#endif
         // project_stream_a4's group end: x's group sums, the scale and centred bias fmas.
         const float* xsum = reinterpret_cast<const float*>(st + St::XSUMS);
         float sx[NT];  // row nt·TILE_ROWS + t's sum over the group
@@ -513,13 +462,8 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 const HiLo v = hi_plus_lo(d[m][nt]);
-#ifdef TF_ABL_NO_FOLD
-                acc[m][nt][0] += v.g;
-                acc[m][nt][1] += v.g8;
-#else
                 acc[m][nt][0] = fmaf(sb[1], sx[nt], fmaf(sb[0], v.g, acc[m][nt][0]));
                 acc[m][nt][1] = fmaf(sb[3], sx[nt], fmaf(sb[2], v.g8, acc[m][nt][1]));
-#endif
             }
         }
         const int rj = r;
@@ -560,7 +504,7 @@ __device__ __forceinline__ void project_wgmma_a4(int blk, const u16* __restrict_
         u32* tickets) {                                                                                           \
         entry_after_weights(); /* the wait: in project_wgmma_a4, after its first weights */                       \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1; /* blocks an output block: its parts of 32 rows */      \
-        const int bx = wg_bx(), ob = bx / parts, part = bx - ob * parts;                                          \
+        const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
         project_wgmma_a4<S, NT, MT>(ob - job_pick(j, 0, start1, start2, start3), xh, xl, xs,                      \
                                     job_pick(j, codes0, codes1, codes2, codes3),                                  \

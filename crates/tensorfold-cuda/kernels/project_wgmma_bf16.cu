@@ -43,7 +43,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
     const int tiles = (out + MMA_OUT - 1) / MMA_OUT, tile0 = blk * 4, ob = blk * 64;
     const int groups = cols / 64;
     const bool split = gridDim.y > 1;
-    const int r0 = split ? wg_r0() : 0;
+    const int r0 = split ? (int)blockIdx.y : 0;
     const int jobs = split ? (r0 < groups ? (groups - 1 - r0) / nw + 1 : 0) : groups;
     // Each residue's chain starts at a +0 the compiler cannot see (as the 4-bit kernel's groups do).
     const float zero = opaque_zero();
@@ -164,7 +164,7 @@ __device__ __forceinline__ void project_wgmma_bf16(int blk, const u16* __restric
         entry_after_weights(); /* the wait: in project_wgmma_bf16, after its first weights */                     \
         (void)xh, (void)xl, (void)xs; /* x comes as b_tiles */                                                    \
         const int parts = NT == 8 ? (rows + 31) / 32 : 1;                                                         \
-        const int bx = wg_bx(), ob = bx / parts, part = bx - ob * parts;                                          \
+        const int ob = (int)blockIdx.x / parts, part = (int)blockIdx.x - ob * parts;                              \
         const int j = job_of_block(ob, start1, start2, start3);                                                   \
         project_wgmma_bf16<NT>(ob - job_pick(j, 0, start1, start2, start3), job_pick(j, w0, w1, w2, w3),          \
                                job_pick(j, y0, y1, y2, y3), rows, job_pick(j, out0, out1, out2, out3), cols, nw,  \

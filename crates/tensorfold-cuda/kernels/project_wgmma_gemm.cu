@@ -1,5 +1,6 @@
 // project_wgmma_gemm.cu: prompt chunks of bf16 and MLX 4-bit g64 weights (project_gemm.rs says which calls) on
-// Hopper's warpgroup mma, m64n128k16, with the bits the mma.sync prompt kernel and the decode kernels give every output.
+// Hopper's warpgroup mma, m64n128k16 (m64n256k16 in the wide bf16 build, project_wgmma_gemm_pipe.cu), with the bits
+// the mma.sync prompt kernel and the decode kernels give every output.
 //
 // Why the bits match: as in project_gemm.cu, a block walks the column groups residue by residue (0, nw, 2nw, …,
 // then 1, nw + 1, …), four k16 steps a group with project_stream's A fragments (pairs_bf16, or the 4-bit codes'
@@ -100,9 +101,10 @@ struct GwgWeights {
             if (o < out && row < rows) y[(size_t)row * out + o] = tot[nt][i];                              \
         }
 
-// Copies group G's B tiles of row blocks q0 … q0 + 3 (of nq; past the last, the last again: those columns are never
-// written) and its weights of outputs ob … (past the last output, the last again) into stage `st`; for 4-bit
-// weights also the scales and biases of the block's tiles and the chunk sums of its rows (from row 16·q0).
+// Copies group G's B tiles of row blocks q0 … q0 + NTB/4 − 1 (16 rows each: 4 a block, 8 in the wide build; of nq;
+// past the last, the last again: those columns are never written) and its weights of outputs ob … (past the last
+// output, the last again) into stage `st`; for 4-bit weights also the scales and biases of the block's tiles and
+// the chunk sums of its rows (from row 16·q0).
 template <bool Q4, typename S, int WGS, int NTB = GWG_NT>
 __device__ __forceinline__ void gwg_issue(SmemAddr st, int G, const unsigned char* __restrict__ bt,
                                           const GwgWeights<S>& wt, int q0, int nq, int ob, int out, int rows,

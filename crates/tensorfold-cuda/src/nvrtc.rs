@@ -212,9 +212,8 @@ mod tests {
                     (name.split_whitespace().collect::<Vec<_>>().join(" "), first)
                 })
                 .collect();
-            // A kernel that copies weights first (entry_after_weights), or may read its DeltaNet state first
-            // (entry_after_state), calls kernel_entry in the function its body calls: the file then has a
-            // kernel_entry that starts no kernel.
+            // A kernel that copies weights first (entry_after_weights) calls kernel_entry in the function its
+            // body calls: the file then has a kernel_entry that starts no kernel.
             let starting = found
                 .iter()
                 .filter(|(_, first)| first.starts_with("kernel_entry();"))
@@ -223,9 +222,7 @@ mod tests {
             for (name, first) in &found {
                 assert!(
                     first.starts_with("kernel_entry();")
-                        || ((first.starts_with("entry_after_weights();")
-                            || first.starts_with("entry_after_state();"))
-                            && deferred_entry),
+                        || (first.starts_with("entry_after_weights();") && deferred_entry),
                     "{file}: the kernel at `{name}` does not start with kernel_entry()"
                 );
                 kernels += 1;

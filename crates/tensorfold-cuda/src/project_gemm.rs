@@ -60,7 +60,7 @@ pub(super) fn project_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, name: &str) -
 /// (default 3: 192 outputs × 64 rows a block, one block an SM), or 0 to keep the mma.sync prompt kernel
 /// (project_gemm.cu; for same-run comparisons, the bits are the same). Calls 116 and 117, 16k prefills with 3
 /// and 2: 27B bf16 1,917 and 1,865 tok/s; 27B MLX4 1,722 and 1,642 (its 4-bit build of 3 spills 24 bytes, and
-/// is faster all the same). `wide` keeps 3 for 4-bit weights and gives bf16 ones the wide build (wide_bf16).
+/// is faster all the same). bf16 chunks of more than 64 rows take the wide build instead (wide_bf16).
 fn wgmma_gemm_warpgroups() -> usize {
     static WGS: OnceLock<usize> = OnceLock::new();
     *WGS.get_or_init(
@@ -72,11 +72,20 @@ fn wgmma_gemm_warpgroups() -> usize {
     )
 }
 
-/// Whether bf16 prompt chunks take the wide wgmma build (`TENSORFOLD_CUDA_WGMMA_GEMM=wide`, not yet timed):
-/// 2 warpgroups over 128 outputs × 128 rows a block (project_wgmma_gemm_pipe.cu says why), the same bits.
-fn wide_bf16() -> bool {
+/// Whether a bf16 prompt chunk of `rows` rows takes the wide wgmma build: 2 warpgroups over 128 outputs × 128
+/// rows a block (project_wgmma_gemm_pipe.cu says why), the same bits. The default for chunks of more than 64 rows
+/// (call 185, an H100: 27B bf16 prefill 2k 3,816–3,844 tok/s against 3,368–3,414 on blocks of 3 warpgroups, 16k
+/// 2,592 against 2,404); a chunk of up to 64 rows fills one block of the narrow build, which reads the weights
+/// once too, and keeps it (not timed apart). `TENSORFOLD_CUDA_WGMMA_GEMM=3` (or 2) keeps the narrow build for
+/// every chunk, for same-run comparisons.
+fn wide_bf16(rows: usize) -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TENSORFOLD_CUDA_WGMMA_GEMM").is_ok_and(|v| v == "wide"))
+    let on = *ON.get_or_init(|| {
+        std::env::var("TENSORFOLD_CUDA_WGMMA_GEMM")
+            .as_deref()
+            .map_or(true, |v| v == "wide")
+    });
+    on && rows > 64
 }
 
 /// How a wgmma prompt kernel is launched: a block's outputs, rows and threads, its dynamic shared memory.
@@ -87,16 +96,25 @@ struct GemmShape {
     smem: usize,
 }
 
-/// The wide build: 4 stages of one group's B tiles for 128 rows (32 KB) and 128 outputs' weights (16 KB).
-const WIDE_BF16: (&str, GemmShape) = (
-    "project_wgmma_gemm_bf16_w2n256",
+/// The wide bf16 build's kernel.
+const WIDE_BF16: &str = "project_wgmma_gemm_bf16_w2n256";
+
+/// The launch of wgmma prompt kernel `name`: blocks of `wgs` warpgroups over 64·wgs outputs × 64 rows, 4 stages
+/// (5 for bf16 weights: GWG_BF16_PIPE_STAGES, the pipelined walk; built with TF_GEMM_SERIAL it uses 4); the wide
+/// build 2 warpgroups over 128 × 128, 4 stages (GWG_WIDE_STAGES).
+fn gemm_shape(name: &str, wgs: usize, q4: bool) -> GemmShape {
+    let (outputs, rows, threads, stages) = if name == WIDE_BF16 {
+        (128, 128, 256, 4)
+    } else {
+        (64 * wgs, 64, 128 * wgs, if q4 { 4 } else { 5 })
+    };
     GemmShape {
-        outputs: 128,
-        rows: 128,
-        threads: 256,
-        smem: 4 * (32768 + 16384),
-    },
-);
+        outputs,
+        rows,
+        threads,
+        smem: wgmma_gemm_smem(outputs, rows, stages, q4),
+    }
+}
 
 /// Whether the wgmma prompt kernel is switched on (it runs where the device has the wgmma kernels).
 pub(super) fn wgmma_gemm_on() -> bool {
@@ -109,17 +127,17 @@ pub(super) fn wgmma_gemm_rows(rows: usize) -> bool {
     gemm_for(rows) && wgmma_gemm_on()
 }
 
-/// Dynamic shared memory of a wgmma prompt block of `wgs` warpgroups: stages of one group's B tiles (16 KB) and
-/// weights, as project_wgmma_gemm.cu's GwgStage: 128 bytes an output of bf16 weights; for 4-bit ones 512 bytes of
-/// codes and a 128-byte slot of scales and biases a tile of 16 outputs, and 8 bytes of x sums a row. 4 stages, 5
-/// for bf16 weights (GWG_BF16_PIPE_STAGES: the pipelined walk; built with TF_GEMM_SERIAL it uses 4).
-fn wgmma_gemm_smem(wgs: usize, q4: bool) -> usize {
-    let (weights, stages) = if q4 {
-        (4 * wgs * (512 + 128) + 64 * 8, 4)
+/// Dynamic shared memory of a wgmma prompt block of `outputs` × `rows` and `stages` stages, as
+/// project_wgmma_gemm.cu's GwgStage: a stage holds one group's B tiles (256 bytes a row: 64 columns, hi and lo)
+/// and weights, 128 bytes an output of bf16 ones; for 4-bit ones 512 bytes of codes and a 128-byte slot of scales
+/// and biases a tile of 16 outputs, and 8 bytes of x sums a row.
+fn wgmma_gemm_smem(outputs: usize, rows: usize, stages: usize, q4: bool) -> usize {
+    let weights = if q4 {
+        outputs / 16 * (512 + 128) + rows * 8
     } else {
-        (64 * wgs * 128, 5)
+        outputs * 128
     };
-    stages * (16384 + weights)
+    stages * (rows * 256 + weights)
 }
 
 /// The wgmma prompt kernel standing in for prompt kernel `gemm` (bf16, or 4-bit g64 of any scale type) with
@@ -142,17 +160,10 @@ pub(super) fn wgmma_gemm(dev: &Dev, x: &CudaAct, w: &CudaMatrix, gemm: &str) -> 
         return None;
     }
     let mut name = wgmma_gemm_name(gemm, wgs)?;
-    let q4 = matches!(w, CudaMatrix::Affine { .. });
-    let mut shape = &GemmShape {
-        outputs: 64 * wgs,
-        rows: 64,
-        threads: 128 * wgs,
-        smem: wgmma_gemm_smem(wgs, q4),
-    };
-    if gemm == "project_gemm_bf16" && wide_bf16() {
-        name = WIDE_BF16.0.to_string();
-        shape = &WIDE_BF16.1;
+    if gemm == "project_gemm_bf16" && wide_bf16(x.rows) {
+        name = WIDE_BF16.to_string();
     }
+    let shape = gemm_shape(&name, wgs, matches!(w, CudaMatrix::Affine { .. }));
     if shape.smem > dev.max_dynamic_smem() {
         return None;
     }
@@ -200,7 +211,7 @@ pub(crate) fn wgmma_prompt_expected(dev: &Dev, rows: usize, cols: usize) -> bool
 
 #[cfg(test)]
 mod tests {
-    use super::{gemm_kernel, wgmma_gemm_name, wgmma_gemm_smem};
+    use super::{gemm_kernel, gemm_shape, wgmma_gemm_name, WIDE_BF16};
     use crate::device::kernel_names;
 
     #[test]
@@ -218,15 +229,29 @@ mod tests {
         for gemm in &prompt {
             for wgs in [2, 3] {
                 let name = wgmma_gemm_name(gemm, wgs).expect("a wgmma prompt kernel");
-                assert!(module.contains(&name), "{name} is not built");
-                // Hopper's opt-in limit is 227 KB a block, of which the system takes 1 KB.
-                let smem = wgmma_gemm_smem(wgs, gemm.contains("_a4_"));
-                assert!(smem <= 226 * 1024, "{name}: {smem} bytes");
+                let mut names = vec![name];
+                if gemm == "project_gemm_bf16" {
+                    names.push(WIDE_BF16.to_string());
+                }
+                for name in &names {
+                    assert!(module.contains(name), "{name} is not built");
+                    // Hopper's opt-in limit is 227 KB a block, of which the system takes 1 KB.
+                    let smem = gemm_shape(name, wgs, gemm.contains("_a4_")).smem;
+                    assert!(smem <= 226 * 1024, "{name}: {smem} bytes");
+                }
             }
         }
-        let (wide, shape) = &super::WIDE_BF16;
-        assert!(module.contains(&wide.to_string()), "{wide} is not built");
-        assert!(shape.smem <= 226 * 1024, "{wide}: {} bytes", shape.smem);
+        // The kernels' own sizes (GwgStage): the default 3-warpgroup bf16 block 5 × (16 + 24) KB, the 4-bit one
+        // 4 × (16 KB + 12 tiles' 640 bytes + 512), the wide build 4 × (32 + 16) KB.
+        assert_eq!(
+            gemm_shape("project_wgmma_gemm_bf16_w3", 3, false).smem,
+            5 * 40960
+        );
+        assert_eq!(
+            gemm_shape("project_wgmma_gemm_a4_g2_bf16_w3", 3, true).smem,
+            4 * (16384 + 12 * 640 + 512)
+        );
+        assert_eq!(gemm_shape(WIDE_BF16, 2, false).smem, 4 * 49152);
     }
 
     #[test]
