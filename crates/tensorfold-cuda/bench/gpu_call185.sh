@@ -8,6 +8,7 @@
 # (main, rfast, rfast with the gate/up launch split too, wide; twice, in turn) and a 16k prefill (main, wide).
 # Seven images precompiled into the carried cache: plain, TENSORFOLD_CUDA_DEFINES=-DTF_WG_RFAST,
 # -DTF_DN_EARLY_STATE and -DTF_ABL_NO_DEQUANT, _NO_FOLD, _NO_MMA, _NO_XTILE.
+# Ran as call 185 (BENCHMARKS.md §7); the switches were removed after it (27c6a0f), so rerun it from 89d8904.
 FINAL=${1:?out dir}; BUDGET=${2:-480}; BIN=${3:?binary}
 . "$(dirname "$0")/steps.sh"
 mkdir -p "$FINAL"
